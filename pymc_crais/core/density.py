@@ -1,0 +1,140 @@
+"""The batched density interface the engine anneals with.
+
+The engine needs, for an ``(N, d)`` array of particles, the per-particle ``log q0``, the
+per-particle ``Δ = log π̃ − log q0`` and, for gradient kernels, both gradients. A
+:class:`BatchedDensity` provides them in one call; the PyMC layer implements it with one
+compiled PyTensor function, tests and benchmarks with plain NumPy callables
+(:class:`FunctionDensity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["BatchedDensity", "Evaluation", "FunctionDensity", "sanitize_log_density"]
+
+
+def sanitize_log_density(values: np.ndarray) -> np.ndarray:
+    """Map NaN and ``+inf`` log-densities to ``-inf`` (zero density, zero weight)."""
+    v = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        v = v.copy()
+        v[bad] = -np.inf
+    return v
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-particle log-densities (and optionally gradients) of one batched call.
+
+    Attributes
+    ----------
+    log_q0 : numpy.ndarray, shape (N,)
+        Log-density of the initial distribution.
+    delta : numpy.ndarray, shape (N,)
+        ``log π̃ − log q0``.
+    grad_log_q0, grad_delta : numpy.ndarray of shape (N, d), or None
+        Gradients, present when requested.
+    """
+
+    log_q0: np.ndarray
+    delta: np.ndarray
+    grad_log_q0: np.ndarray | None = None
+    grad_delta: np.ndarray | None = None
+
+
+@dataclass
+class BatchedDensity:
+    """Base class of a batched ``(log q0, Δ)`` evaluator.
+
+    Subclasses implement :meth:`_evaluate`. The public :meth:`evaluate` sanitizes the
+    outputs (non-finite log-densities become ``-inf``, gradients of such particles zero)
+    and counts particle evaluations in :attr:`n_evals`.
+
+    Attributes
+    ----------
+    dim : int
+        Number of (unconstrained, raveled) coordinates ``d``.
+    n_evals : int
+        Particle-evaluations so far (a batched call on ``N`` particles adds ``N``).
+    """
+
+    dim: int
+    n_evals: int = field(default=0, init=False)
+
+    def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
+        raise NotImplementedError
+
+    def evaluate(self, x: np.ndarray, gradient: bool = False) -> Evaluation:
+        """Evaluate all particles in ``x`` (shape ``(N, d)``) in one call.
+
+        Parameters
+        ----------
+        x : numpy.ndarray, shape (N, d)
+            Particles.
+        gradient : bool, default False
+            Also return ``∇ log q0`` and ``∇Δ``.
+
+        Returns
+        -------
+        Evaluation
+        """
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (N, {self.dim}), got {x.shape}")
+        out = self._evaluate(x, gradient)
+        self.n_evals += x.shape[0]
+        log_q0 = sanitize_log_density(out.log_q0)
+        delta = sanitize_log_density(out.delta)
+        # Δ is only meaningful where q0 > 0: a particle outside q0's support has no weight.
+        delta = np.where(np.isfinite(log_q0), delta, -np.inf)
+        gq, gd = out.grad_log_q0, out.grad_delta
+        if gradient:
+            bad = ~(np.isfinite(log_q0) & np.isfinite(delta))
+            gq = np.asarray(gq, dtype=np.float64)
+            gd = np.asarray(gd, dtype=np.float64)
+            if bad.any() or not (np.isfinite(gq).all() and np.isfinite(gd).all()):
+                gq = np.where(bad[:, None] | ~np.isfinite(gq), 0.0, gq)
+                gd = np.where(bad[:, None] | ~np.isfinite(gd), 0.0, gd)
+        return Evaluation(log_q0, delta, gq, gd)
+
+
+@dataclass
+class FunctionDensity(BatchedDensity):
+    """A :class:`BatchedDensity` from NumPy callables (tests, benchmarks, synthetic targets).
+
+    Parameters
+    ----------
+    dim : int
+        Dimension ``d``.
+    log_q0 : callable
+        ``(N, d) -> (N,)`` log-density of the (normalized) initial distribution.
+    log_target : callable
+        ``(N, d) -> (N,)`` unnormalized target log-density ``log π̃``.
+    grad_log_q0, grad_log_target : callable, optional
+        ``(N, d) -> (N, d)`` gradients; required for gradient kernels.
+    sample_q0 : callable, optional
+        ``(rng, n) -> (n, d)`` exact draws from ``q0``.
+    """
+
+    log_q0: Callable[[np.ndarray], np.ndarray] | None = None
+    log_target: Callable[[np.ndarray], np.ndarray] | None = None
+    grad_log_q0: Callable[[np.ndarray], np.ndarray] | None = None
+    grad_log_target: Callable[[np.ndarray], np.ndarray] | None = None
+    sample_q0: Callable[[np.random.Generator, int], np.ndarray] | None = None
+
+    def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
+        lq = np.asarray(self.log_q0(x), dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            delta = np.asarray(self.log_target(x), dtype=np.float64) - lq
+        if not gradient:
+            return Evaluation(lq, delta)
+        if self.grad_log_q0 is None or self.grad_log_target is None:
+            raise ValueError("this density has no gradients; use a gradient-free kernel")
+        gq = np.asarray(self.grad_log_q0(x), dtype=np.float64)
+        gd = np.asarray(self.grad_log_target(x), dtype=np.float64) - gq
+        return Evaluation(lq, delta, gq, gd)

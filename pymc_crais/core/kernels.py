@@ -1,0 +1,322 @@
+"""Batched MCMC mutation kernels: every particle moves at once, one model call per step.
+
+Each kernel keeps three things apart (BlackJAX style):
+
+* ``init(state)`` -> parameters from the initial population,
+* ``tune(params, state, info, log_weights)`` -> parameters for the next stage,
+* ``step(rng, state, density, path, tau, params)`` -> ``(new_state, KernelInfo)``, one
+  transition that leaves ``γ_τ`` invariant for *fixed* parameters.
+
+Parameters are adapted only between stages, from the population, so every transition
+is an exact Metropolis-Hastings move for the current ``γ_τ`` (ALGORITHMS.md §7).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .density import BatchedDensity
+from .particles import ParticleState
+from .paths import AnnealingPath
+from .weights import normalized_weights
+
+__all__ = [
+    "HMC",
+    "KERNELS",
+    "KernelInfo",
+    "MutationKernel",
+    "RandomWalkMetropolis",
+    "make_kernel",
+    "particle_covariance",
+    "particle_variance",
+]
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """What one transition did.
+
+    Attributes
+    ----------
+    acceptance_rate : float
+        Mean Metropolis acceptance probability over the particles.
+    n_evals : int
+        Particle-evaluations of the model spent (``N`` per batched call).
+    """
+
+    acceptance_rate: float
+    n_evals: int
+
+
+def _moments_weights(log_weights: np.ndarray | None) -> np.ndarray | None:
+    if log_weights is None:
+        return None
+    try:
+        return normalized_weights(log_weights)
+    except FloatingPointError:
+        return None
+
+
+def particle_variance(x: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Per-coordinate (weighted) variance of the particles, floored at ``1e-12``."""
+    if weights is None:
+        var = x.var(axis=0)
+    else:
+        mean = weights @ x
+        var = weights @ (x - mean) ** 2
+    scale = max(float(np.mean(var)), 1e-12)
+    return np.maximum(var, 1e-10 * scale + 1e-300)
+
+
+def particle_covariance(x: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """(Weighted) covariance of the particles, regularized to be positive definite."""
+    n, d = x.shape
+    if weights is None:
+        mean = x.mean(axis=0)
+        xc = x - mean
+        cov = xc.T @ xc / max(n - 1, 1)
+    else:
+        mean = weights @ x
+        xc = x - mean
+        cov = (xc * weights[:, None]).T @ xc
+    # Shrink towards the diagonal when few particles support the estimate (N < ~2d).
+    diag = np.diag(np.diag(cov))
+    lam = min(1.0, d / max(n, 1))
+    cov = (1.0 - 0.5 * lam) * cov + 0.5 * lam * diag
+    jitter = 1e-10 * max(float(np.mean(np.diag(cov))), 1e-300)
+    return cov + jitter * np.eye(d)
+
+
+def _cholesky(cov: np.ndarray) -> np.ndarray:
+    d = cov.shape[0]
+    jitter = 1e-10 * max(float(np.mean(np.diag(cov))), 1e-300)
+    for _ in range(12):
+        try:
+            return np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            cov = cov + jitter * np.eye(d)
+            jitter *= 10.0
+    return np.diag(np.sqrt(np.maximum(np.diag(cov), 1e-300)))
+
+
+def _accept(rng: np.random.Generator, log_ratio: np.ndarray) -> tuple[np.ndarray, float]:
+    """Metropolis decisions for ``log_ratio``; NaN (both densities zero) means reject."""
+    lr = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
+    accept = np.log(rng.random(lr.shape[0])) < lr
+    prob = np.exp(np.minimum(lr, 0.0))
+    return accept, float(prob.mean())
+
+
+class MutationKernel(ABC):
+    """Interface of a batched mutation kernel (see the module docstring)."""
+
+    name: str = "kernel"
+    needs_gradient: bool = False
+
+    @abstractmethod
+    def init(self, state: ParticleState):
+        """Initial parameters from the initial population."""
+
+    @abstractmethod
+    def tune(self, params, state: ParticleState, info: KernelInfo | None, log_weights=None):
+        """Parameters for the next stage from the population and the last transition."""
+
+    @abstractmethod
+    def step(
+        self,
+        rng: np.random.Generator,
+        state: ParticleState,
+        density: BatchedDensity,
+        path: AnnealingPath,
+        tau: float,
+        params,
+    ) -> tuple[ParticleState, KernelInfo]:
+        """One transition of every particle, invariant for ``γ_τ``."""
+
+    def describe(self) -> dict:
+        """Settings worth recording in the output's attributes."""
+        return {"kernel": self.name}
+
+
+@dataclass(frozen=True)
+class RWMHParams:
+    """Random-walk proposal ``x' = x + scale · L z`` with ``L Lᵀ`` the particle covariance."""
+
+    scale: float
+    chol: np.ndarray
+
+
+class RandomWalkMetropolis(MutationKernel):
+    """Random-walk Metropolis with a Gaussian proposal from the particle covariance.
+
+    The proposal covariance is ``scale² · Σ``, with ``Σ`` the (weighted) covariance of the
+    population at the start of the stage and ``scale`` starting at ``2.38/√d`` and adapted
+    stage to stage towards ``target_accept`` (0.234).
+
+    Parameters
+    ----------
+    target_accept : float, default 0.234
+        Acceptance rate the scale is adapted towards.
+    adapt_rate : float, default 1.0
+        Gain of the log-scale update ``log s += rate · (acc − target)``.
+    """
+
+    name = "rwmh"
+    needs_gradient = False
+
+    def __init__(self, target_accept: float = 0.234, adapt_rate: float = 1.0):
+        if not 0.0 < target_accept < 1.0:
+            raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+        self.target_accept = float(target_accept)
+        self.adapt_rate = float(adapt_rate)
+
+    def init(self, state: ParticleState) -> RWMHParams:
+        d = state.dim
+        return RWMHParams(2.38 / np.sqrt(d), _cholesky(particle_covariance(state.x)))
+
+    def tune(self, params: RWMHParams, state, info, log_weights=None) -> RWMHParams:
+        w = _moments_weights(log_weights)
+        chol = _cholesky(particle_covariance(state.x, w))
+        scale = params.scale
+        if info is not None:
+            scale *= np.exp(self.adapt_rate * (info.acceptance_rate - self.target_accept))
+            ref = 2.38 / np.sqrt(state.dim)
+            scale = float(np.clip(scale, 1e-4 * ref, 10.0 * ref))
+        return RWMHParams(scale, chol)
+
+    def step(self, rng, state, density, path, tau, params: RWMHParams):
+        z = rng.standard_normal(state.x.shape)
+        x_new = state.x + params.scale * z @ params.chol.T
+        proposal = ParticleState.evaluate(density, x_new, gradient=False)
+        with np.errstate(invalid="ignore"):
+            log_ratio = proposal.log_density(path, tau) - state.log_density(path, tau)
+        accept, acc = _accept(rng, log_ratio)
+        return state.where(accept, proposal), KernelInfo(acc, state.n)
+
+    def describe(self) -> dict:
+        return {"kernel": self.name, "target_accept": self.target_accept}
+
+
+@dataclass(frozen=True)
+class HMCParams:
+    """Step size and diagonal inverse mass matrix (the particles' variances)."""
+
+    step_size: float
+    inv_mass: np.ndarray
+
+
+class HMC(MutationKernel):
+    """Hamiltonian Monte Carlo with ``n_leapfrog`` leapfrog steps, batched over particles.
+
+    The diagonal mass matrix is the inverse of the population's per-coordinate variance;
+    the step size is adapted stage to stage towards ``target_accept``. The trajectory
+    length is fixed, so every transition is an exact MH move for ``γ_τ``.
+
+    Parameters
+    ----------
+    n_leapfrog : int, default 3
+        Leapfrog steps per transition (each costs one batched logp+gradient call).
+    step_size : float, optional
+        Initial step size; default ``0.5 · d^{-1/4}`` in whitened coordinates.
+    target_accept : float, default 0.7
+        Acceptance probability the step size is adapted towards.
+    adapt_rate : float, default 1.0
+        Gain of ``log ε += rate · (acc − target)``.
+    """
+
+    name = "hmc"
+    needs_gradient = True
+
+    def __init__(
+        self,
+        n_leapfrog: int = 3,
+        step_size: float | None = None,
+        target_accept: float = 0.7,
+        adapt_rate: float = 1.0,
+    ):
+        if int(n_leapfrog) != n_leapfrog or n_leapfrog < 1:
+            raise ValueError(f"n_leapfrog must be a positive integer, got {n_leapfrog}")
+        if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"step_size must be positive and finite, got {step_size}")
+        if not 0.0 < target_accept < 1.0:
+            raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+        self.n_leapfrog = int(n_leapfrog)
+        self.step_size = step_size
+        self.target_accept = float(target_accept)
+        self.adapt_rate = float(adapt_rate)
+
+    def init(self, state: ParticleState) -> HMCParams:
+        eps = self.step_size if self.step_size is not None else 0.5 * state.dim ** -0.25
+        return HMCParams(float(eps), particle_variance(state.x))
+
+    def tune(self, params: HMCParams, state, info, log_weights=None) -> HMCParams:
+        w = _moments_weights(log_weights)
+        eps = params.step_size
+        if info is not None:
+            eps *= np.exp(self.adapt_rate * (info.acceptance_rate - self.target_accept))
+            eps = float(np.clip(eps, 1e-6, 10.0))
+        return HMCParams(eps, particle_variance(state.x, w))
+
+    def step(self, rng, state, density, path, tau, params: HMCParams):
+        eps, inv_mass = params.step_size, params.inv_mass
+        p0 = rng.standard_normal(state.x.shape) / np.sqrt(inv_mass)
+        kinetic0 = 0.5 * np.sum(p0 * p0 * inv_mass, axis=1)
+        x = state.x
+        g = state.grad_log_density(path, tau)
+        p = p0 + 0.5 * eps * g
+        current = state
+        for i in range(self.n_leapfrog):
+            x = x + eps * inv_mass * p
+            current = ParticleState.evaluate(density, x, gradient=True)
+            g = current.grad_log_density(path, tau)
+            p = p + (eps if i < self.n_leapfrog - 1 else 0.5 * eps) * g
+        kinetic1 = 0.5 * np.sum(p * p * inv_mass, axis=1)
+        with np.errstate(invalid="ignore"):
+            log_ratio = (current.log_density(path, tau) - kinetic1) - (
+                state.log_density(path, tau) - kinetic0
+            )
+        log_ratio = np.where(np.isfinite(x).all(axis=1), log_ratio, -np.inf)
+        accept, acc = _accept(rng, log_ratio)
+        return state.where(accept, current), KernelInfo(acc, state.n * self.n_leapfrog)
+
+    def describe(self) -> dict:
+        return {
+            "kernel": self.name,
+            "n_leapfrog": self.n_leapfrog,
+            "target_accept": self.target_accept,
+        }
+
+
+KERNELS = {"hmc": HMC, "rwmh": RandomWalkMetropolis, "mh": RandomWalkMetropolis}
+
+
+def make_kernel(kernel, **kwargs) -> MutationKernel:
+    """Build a kernel from a name (``"hmc"``, ``"rwmh"``/``"mh"``) or pass an instance through.
+
+    Parameters
+    ----------
+    kernel : str or MutationKernel
+        The kernel or its name.
+    **kwargs
+        Constructor arguments for a named kernel.
+    """
+    if isinstance(kernel, MutationKernel):
+        if kwargs:
+            raise TypeError("kernel_kwargs cannot be combined with a kernel instance")
+        return kernel
+    if isinstance(kernel, str):
+        key = kernel.lower()
+        if key in KERNELS:
+            return KERNELS[key](**kwargs)
+    raise ValueError(
+        f"kernel={kernel!r} is unknown; choose one of {sorted(KERNELS)} or pass a "
+        "MutationKernel instance"
+    )
+
+
+def with_step_size(params: HMCParams, step_size: float) -> HMCParams:
+    """A copy of ``params`` with another step size (for tests and manual control)."""
+    return replace(params, step_size=float(step_size))

@@ -1,0 +1,268 @@
+"""Compile a PyMC model into one batched function over an ``(N, d)`` particle array.
+
+The model's free variables are raveled in PyMC's unconstrained (value) space into a
+vector ``θ ∈ R^d`` in the order of ``model.value_vars``. One compiled call maps a whole
+population to ``log prior`` (``model.varlogp``, Jacobians included), the log-likelihood
+``ℓ`` (``model.datalogp``: observed variables plus potentials) and, when asked, their
+gradients. The batched graph is built with
+:func:`pytensor.graph.replace.vectorize_graph`; if that fails the layer falls back to a
+per-particle loop and warns.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pytensor.graph.replace import clone_replace, vectorize_graph
+
+from ..core.density import BatchedDensity, Evaluation
+
+__all__ = [
+    "ModelDensity",
+    "ParameterLayout",
+    "PerParticleFallbackWarning",
+    "compile_model_density",
+    "parameter_layout",
+    "resolve_compile_kwargs",
+]
+
+
+class PerParticleFallbackWarning(UserWarning):
+    """The model graph could not be vectorized; a slower per-particle loop is used."""
+
+
+@dataclass(frozen=True)
+class VariableSlot:
+    """Where one free variable lives in the raveled vector."""
+
+    name: str  # the value variable's name (e.g. ``sigma_log__``)
+    rv_name: str  # the random variable's name (e.g. ``sigma``)
+    shape: tuple
+    dtype: str
+    start: int
+    stop: int
+    discrete: bool
+
+    @property
+    def size(self) -> int:
+        """Number of raveled entries."""
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class ParameterLayout:
+    """The raveling of a model's free variables into ``θ ∈ R^d``."""
+
+    slots: tuple[VariableSlot, ...]
+
+    @property
+    def dim(self) -> int:
+        """``d``."""
+        return self.slots[-1].stop if self.slots else 0
+
+    @property
+    def discrete_names(self) -> list[str]:
+        """Names of the discrete free variables."""
+        return [s.rv_name for s in self.slots if s.discrete]
+
+    @property
+    def has_discrete(self) -> bool:
+        """Whether any free variable is discrete."""
+        return any(s.discrete for s in self.slots)
+
+
+def parameter_layout(model) -> ParameterLayout:
+    """The :class:`ParameterLayout` of ``model`` (shapes from its initial point).
+
+    Parameters
+    ----------
+    model : pymc.Model
+    """
+    from pymc.vartypes import discrete_types
+
+    ip = model.initial_point()
+    slots, start = [], 0
+    for rv in model.free_RVs:
+        value = model.rvs_to_values[rv]
+        arr = np.asarray(ip[value.name])
+        slots.append(
+            VariableSlot(
+                name=value.name,
+                rv_name=rv.name,
+                shape=tuple(arr.shape),
+                dtype=str(rv.dtype),
+                start=start,
+                stop=start + arr.size,
+                discrete=rv.dtype in discrete_types,
+            )
+        )
+        start += arr.size
+    return ParameterLayout(tuple(slots))
+
+
+def initial_point_vector(model, layout: ParameterLayout) -> np.ndarray:
+    """The model's initial point raveled as ``θ`` (float64, in unconstrained space)."""
+    ip = model.initial_point()
+    return np.concatenate(
+        [np.asarray(ip[s.name], dtype=np.float64).ravel() for s in layout.slots]
+    )
+
+
+def resolve_compile_kwargs(backend: str | None, compile_kwargs: dict | None) -> dict:
+    """Merge ``backend`` into ``compile_kwargs`` exactly as ``pm.sample_smc`` does."""
+    from pymc.pytensorf import resolve_backend_compile_kwargs
+
+    return dict(resolve_backend_compile_kwargs(backend, dict(compile_kwargs or {})))
+
+
+def _joined_scalar_graph(model, outputs, layout: ParameterLayout):
+    """``outputs`` as functions of one raveled float vector ``θ`` (discrete inputs rounded)."""
+    from pymc.pytensorf import join_nonshared_inputs
+
+    ip = model.initial_point()
+    value_vars = model.value_vars
+    replace, inputs = {}, []
+    for v, slot in zip(value_vars, layout.slots, strict=True):
+        if slot.discrete:
+            fv = pt.TensorType("float64", v.type.shape)(v.name)
+            replace[v] = pt.round(fv).astype(v.dtype)
+            inputs.append(fv)
+        else:
+            inputs.append(v)
+    if replace:
+        outputs = clone_replace(outputs, replace, rebuild_strict=False)
+    point = {k: np.asarray(val, dtype="float64") for k, val in ip.items()}
+    outs, theta = join_nonshared_inputs(point=point, outputs=outputs, inputs=inputs)
+    return outs, theta
+
+
+def _compile(inputs, outputs, compile_kwargs):
+    from pymc.pytensorf import compile as pm_compile
+
+    kw = {"on_unused_input": "ignore", **compile_kwargs}
+    fn = pm_compile(inputs, outputs, **kw)
+    fn.trust_input = True
+    return fn
+
+
+@dataclass
+class ModelDensity(BatchedDensity):
+    """Batched ``(log q0, Δ)`` of a PyMC model with the prior as ``q0``.
+
+    ``log q0`` is the model's ``varlogp`` (prior with Jacobians) and ``Δ`` its
+    ``datalogp``. Built by :func:`compile_model_density`; picklable, so it can be sent
+    to worker processes.
+
+    Attributes
+    ----------
+    vectorized : bool
+        ``False`` when the per-particle fallback loop is in use.
+    """
+
+    layout: ParameterLayout | None = None
+    vectorized: bool = True
+    _fn: object = field(default=None, repr=False)
+    _fn_grad: object = field(default=None, repr=False)
+    _grad_error: str | None = field(default=None, repr=False)
+
+    def _call(self, fn, x):
+        if self.vectorized:
+            return fn(x)
+        outs = [fn(row) for row in x]  # per-particle fallback (warned at compile time)
+        return [np.stack([o[i] for o in outs]) for i in range(len(outs[0]))]
+
+    def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
+        if not gradient:
+            lp, ll = self._call(self._fn, x)
+            return Evaluation(np.asarray(lp), np.asarray(ll))
+        if self._fn_grad is None:
+            raise ValueError(
+                f"the model's log-density has no gradient ({self._grad_error}); use a "
+                "gradient-free kernel such as kernel='rwmh'"
+            )
+        lp, ll, glp, gll = self._call(self._fn_grad, x)
+        return Evaluation(np.asarray(lp), np.asarray(ll), np.asarray(glp), np.asarray(gll))
+
+    @property
+    def has_gradient(self) -> bool:
+        """Whether a gradient function was compiled."""
+        return self._fn_grad is not None
+
+
+def compile_model_density(
+    model,
+    *,
+    gradient: bool = True,
+    compile_kwargs: dict | None = None,
+    vectorize: bool = True,
+) -> ModelDensity:
+    """Compile ``model`` into a :class:`ModelDensity` evaluating whole populations at once.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    gradient : bool, default True
+        Also compile the batched gradients (needed by gradient kernels).
+    compile_kwargs : dict, optional
+        Passed to ``pytensor.function`` via PyMC's ``compile`` (after
+        :func:`resolve_compile_kwargs`).
+    vectorize : bool, default True
+        Build the batched graph; ``False`` forces the per-particle loop (for comparisons).
+
+    Returns
+    -------
+    ModelDensity
+    """
+    layout = parameter_layout(model)
+    if layout.dim == 0:
+        raise ValueError(
+            "the model has no free random variables; there is nothing to sample and its "
+            "evidence is just its likelihood. Add at least one unobserved variable."
+        )
+    ckw = dict(compile_kwargs or {})
+    (lp, ll), theta = _joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
+    lp = pt.as_tensor_variable(lp).astype("float64")
+    ll = pt.as_tensor_variable(ll).astype("float64")
+
+    def batched(outs):
+        xb = pt.matrix("theta_batch", dtype="float64")
+        return xb, vectorize_graph(outs, replace={theta: xb})
+
+    grad_error = None
+    if vectorize:
+        try:
+            xb, (blp, bll) = batched([lp, ll])
+            fn = _compile([xb], [blp, bll], ckw)
+            fn_grad = None
+            if gradient:
+                try:
+                    g_lp = pt.grad(blp.sum(), xb)
+                    g_ll = pt.grad(bll.sum(), xb)
+                    fn_grad = _compile([xb], [blp, bll, g_lp, g_ll], ckw)
+                except Exception as err:  # no gradient for some Op
+                    grad_error = f"{type(err).__name__}: {err}"
+            # smoke test on two copies of the initial point, so failures surface here
+            fn(np.tile(initial_point_vector(model, layout), (2, 1)))
+            return ModelDensity(layout.dim, layout, True, fn, fn_grad, grad_error)
+        except Exception as err:
+            warnings.warn(
+                "pymc_crais could not vectorize this model's log-density "
+                f"({type(err).__name__}: {err}); falling back to a per-particle loop, "
+                "which is much slower.",
+                PerParticleFallbackWarning,
+                stacklevel=2,
+            )
+    fn = _compile([theta], [lp, ll], ckw)
+    fn_grad = None
+    if gradient:
+        try:
+            fn_grad = _compile(
+                [theta], [lp, ll, pt.grad(lp, theta), pt.grad(ll, theta)], ckw
+            )
+        except Exception as err:
+            grad_error = f"{type(err).__name__}: {err}"
+    return ModelDensity(layout.dim, layout, False, fn, fn_grad, grad_error)

@@ -1,0 +1,222 @@
+"""The results layer: the only place that builds ArviZ data (an ``xarray.DataTree``).
+
+It receives plain NumPy arrays and dictionaries from the samplers (it never touches a
+PyMC model) and returns the same container type ``pm.sample_smc`` returns on PyMC 6, with:
+
+* ``posterior``: ``(chain, draw, ...)`` equal-weight draws resampled from the final
+  weighted particles;
+* ``sample_stats``: ``log_marginal_likelihood`` and its within-chain MCSE per chain,
+  per-stage ``tau``/``ess``/``acceptance_rate``/``log_z_increment`` on a ``stage`` dim
+  (NaN-padded, with ``n_stages``), ``n_logp_evals``, the final ``log_weights``
+  ``(chain, draw)``; attributes naming the method, path, α, ``c``, schedule and kernel;
+* ``observed_data`` and ``constant_data`` when the model has them.
+
+Everything is numeric or fixed-width string, so ``to_netcdf`` round-trips.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+
+import numpy as np
+import xarray as xr
+from xarray import DataTree
+
+from .core.estimators import combine_chain_estimates
+
+__all__ = ["build_datatree", "log_marginal_likelihood", "pad_stages"]
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _netcdf_attr(value):
+    """Coerce an attribute to a type netCDF can store (str, number, numeric array)."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool | np.bool_):
+        return int(value)
+    if isinstance(value, int | float | str | np.integer | np.floating):
+        return value
+    arr = np.asarray(value)
+    if arr.dtype.kind in "iuf" and arr.ndim == 1:
+        return arr
+    return str(value)
+
+
+def _attrs(extra: dict | None) -> dict:
+    attrs = {
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "inference_library": "pymc_crais",
+        "inference_library_version": _version("pymc_crais"),
+        "arviz_version": _version("arviz"),
+        "pymc_version": _version("pymc"),
+    }
+    for k, v in (extra or {}).items():
+        attrs[k] = _netcdf_attr(v)
+    return attrs
+
+
+def pad_stages(per_chain: list[np.ndarray], fill=np.nan) -> np.ndarray:
+    """Stack ragged per-chain stage arrays into ``(chain, stage)``, padding with ``fill``."""
+    n = max((a.size for a in per_chain), default=0)
+    dtype = np.result_type(*[a.dtype for a in per_chain], np.asarray(fill).dtype)
+    out = np.full((len(per_chain), n), fill, dtype=dtype)
+    for i, a in enumerate(per_chain):
+        out[i, : a.size] = a
+    return out
+
+
+def _dataset_from_arrays(data: dict, coords: dict, dims: dict, sample_dims, attrs):
+    from arviz_base import dict_to_dataset
+
+    return dict_to_dataset(
+        data, coords=coords, dims=dims, sample_dims=sample_dims, attrs=attrs, index_origin=0
+    )
+
+
+def build_datatree(
+    *,
+    posterior: dict[str, np.ndarray],
+    chain_stats: list[dict],
+    attrs: dict,
+    coords: dict | None = None,
+    dims: dict | None = None,
+    observed_data: dict | None = None,
+    constant_data: dict | None = None,
+) -> DataTree:
+    """Assemble the output ``DataTree``.
+
+    Parameters
+    ----------
+    posterior : dict of numpy.ndarray
+        ``name -> (chain, draw, *shape)`` equal-weight posterior draws.
+    chain_stats : list of dict
+        One dict per chain with ``log_marginal_likelihood``, ``log_z_variance``,
+        ``n_logp_evals``, ``log_weights`` (N,), ``hit_max_steps`` and the per-stage arrays
+        ``tau``, ``ess``, ``acceptance_rate``, ``log_z_increment``, ``resampled``.
+        Extra scalar entries become ``(chain,)`` variables.
+    attrs : dict
+        Run settings (method, path, alpha, c, schedule, kernel, ...), stored on
+        ``sample_stats`` and ``posterior``.
+    coords, dims : dict, optional
+        Model coordinates and variable dims (as PyMC's ``coords_and_dims_for_inferencedata``).
+    observed_data, constant_data : dict, optional
+        Observations and constant data of the model.
+
+    Returns
+    -------
+    xarray.DataTree
+    """
+    coords = dict(coords or {})
+    dims = dict(dims or {})
+    n_chains = len(chain_stats)
+    all_attrs = _attrs(attrs)
+
+    post = _dataset_from_arrays(posterior, coords, dims, ["chain", "draw"], all_attrs)
+
+    stage_keys = ("tau", "ess", "acceptance_rate", "log_z_increment")
+    n_stages = np.array([cs["tau"].size for cs in chain_stats], dtype=np.int64)
+    data_vars = {
+        "log_marginal_likelihood": (
+            ("chain",),
+            np.array([cs["log_marginal_likelihood"] for cs in chain_stats], dtype=np.float64),
+        ),
+        "log_marginal_likelihood_mcse": (
+            ("chain",),
+            np.sqrt(np.array([cs["log_z_variance"] for cs in chain_stats], dtype=np.float64)),
+        ),
+        "n_stages": (("chain",), n_stages),
+        "n_logp_evals": (
+            ("chain",),
+            np.array([cs["n_logp_evals"] for cs in chain_stats], dtype=np.int64),
+        ),
+        "hit_max_steps": (
+            ("chain",),
+            np.array([bool(cs.get("hit_max_steps", False)) for cs in chain_stats]),
+        ),
+        "log_weights": (
+            ("chain", "draw"),
+            np.stack([np.asarray(cs["log_weights"], dtype=np.float64) for cs in chain_stats]),
+        ),
+        "resampled": (
+            ("chain", "stage"),
+            pad_stages([np.asarray(cs["resampled"], dtype=bool) for cs in chain_stats], False),
+        ),
+    }
+    for key in stage_keys:
+        data_vars[key] = (
+            ("chain", "stage"),
+            pad_stages([np.asarray(cs[key], dtype=np.float64) for cs in chain_stats]),
+        )
+    known = set(data_vars) | {"log_z_variance"}
+    for key in chain_stats[0]:
+        if key not in known and np.ndim(chain_stats[0][key]) == 0:
+            data_vars[key] = (("chain",), np.array([cs[key] for cs in chain_stats]))
+    stats = xr.Dataset(
+        data_vars,
+        coords={"chain": np.arange(n_chains), "stage": np.arange(int(n_stages.max(initial=0)))},
+        attrs=all_attrs,
+    )
+
+    groups = {"posterior": post, "sample_stats": stats}
+    if observed_data:
+        groups["observed_data"] = _dataset_from_arrays(
+            {k: np.asarray(v) for k, v in observed_data.items()}, coords, dims, [], _attrs(None)
+        )
+    if constant_data:
+        groups["constant_data"] = _dataset_from_arrays(
+            {k: np.asarray(v) for k, v in constant_data.items()}, coords, dims, [], _attrs(None)
+        )
+    return DataTree.from_dict({f"/{k}": v for k, v in groups.items()})
+
+
+def log_marginal_likelihood(idata, *, return_details: bool = False):
+    """The combined ``log Z`` of all chains and its Monte Carlo standard error.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree
+        Output of a pymc_crais sampler (or anything with
+        ``sample_stats.log_marginal_likelihood`` of dims ``(chain,)``).
+    return_details : bool, default False
+        Also return the within- and between-chain standard errors.
+
+    Returns
+    -------
+    value : float
+        ``log`` of the average of the chains' evidence estimates.
+    mcse : float
+        Its Monte Carlo standard error: the larger of the within-chain (from the final
+        weights) and between-chain (spread of the chains) delta-method estimates; see
+        :mod:`pymc_crais.core.estimators`.
+    details : dict
+        Only with ``return_details=True``.
+    """
+    try:
+        stats = idata["sample_stats"]
+        lml = stats["log_marginal_likelihood"]
+    except KeyError:
+        raise ValueError(
+            "idata has no sample_stats.log_marginal_likelihood; pass the result of a "
+            "pymc_crais sampler"
+        ) from None
+    values = np.asarray(lml.values)
+    if values.dtype == object or values.ndim != 1:
+        raise ValueError(
+            "sample_stats.log_marginal_likelihood must be a float array of dims (chain,); "
+            "results of pm.sample_smc store ragged per-stage lists instead - use the last "
+            "entry of each chain or run pymc_crais.sample_ais"
+        )
+    within = None
+    if "log_marginal_likelihood_mcse" in stats:
+        within = np.asarray(stats["log_marginal_likelihood_mcse"].values, dtype=np.float64) ** 2
+    value, mcse, details = combine_chain_estimates(values, within)
+    if return_details:
+        return value, mcse, details
+    return value, mcse

@@ -1,0 +1,97 @@
+"""Models whose evidence is known in closed form, shared by the tests and benchmarks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+from scipy import special, stats
+
+
+@dataclass
+class ExactModel:
+    name: str
+    model: pm.Model
+    log_z: float
+    posterior_mean: dict | None = None
+
+
+def normal_mean(n: int = 20, sigma: float = 1.0, prior_sd: float = 2.0, seed: int = 0) -> ExactModel:
+    """y_i ~ N(mu, sigma^2), mu ~ N(0, prior_sd^2)."""
+    y = np.random.default_rng(seed).normal(1.0, sigma, size=n)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, prior_sd)
+        pm.Normal("y", mu, sigma, observed=y)
+    s2, t2 = sigma**2, prior_sd**2
+    log_z = (
+        -0.5 * n * np.log(2 * np.pi * s2)
+        - 0.5 * np.log1p(n * t2 / s2)
+        - 0.5 / s2 * (np.sum(y**2) - np.sum(y) ** 2 * t2 / (s2 + n * t2))
+    )
+    post_mean = (np.sum(y) / s2) / (n / s2 + 1 / t2)
+    return ExactModel("normal_mean", model, float(log_z), {"mu": post_mean})
+
+
+def linear_regression(n: int = 50, d: int = 5, sigma: float = 0.5, prior_sd: float = 1.0, seed: int = 1) -> ExactModel:
+    """Bayesian linear regression with known noise: log Z = log N(y; 0, σ²I + X Σ0 Xᵀ)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    beta = rng.normal(0.0, prior_sd, size=d)
+    y = X @ beta + rng.normal(0.0, sigma, size=n)
+    with pm.Model(coords={"feature": [f"x{i}" for i in range(d)]}) as model:
+        Xd = pm.Data("X", X)
+        b = pm.Normal("beta", 0.0, prior_sd, dims="feature")
+        mu = pm.Deterministic("mu", Xd @ b)
+        pm.Normal("y", mu, sigma, observed=y)
+    cov = sigma**2 * np.eye(n) + prior_sd**2 * X @ X.T
+    log_z = stats.multivariate_normal(np.zeros(n), cov).logpdf(y)
+    prec = X.T @ X / sigma**2 + np.eye(d) / prior_sd**2
+    post_mean = np.linalg.solve(prec, X.T @ y / sigma**2)
+    return ExactModel("linear_regression", model, float(log_z), {"beta": post_mean})
+
+
+def beta_binomial(a: float = 2.0, b: float = 3.0, seed: int = 2) -> ExactModel:
+    """k_i ~ Binomial(n_i, p), p ~ Beta(a, b): p is log-odds transformed (Jacobian)."""
+    rng = np.random.default_rng(seed)
+    n = np.array([10, 20, 15, 30])
+    k = rng.binomial(n, 0.3)
+    with pm.Model() as model:
+        p = pm.Beta("p", a, b)
+        pm.Binomial("k", n=n, p=p, observed=k)
+    log_z = (
+        np.sum(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1))
+        + special.betaln(a + k.sum(), b + (n - k).sum())
+        - special.betaln(a, b)
+    )
+    return ExactModel("beta_binomial", model, float(log_z), {"p": (a + k.sum()) / (a + b + n.sum())})
+
+
+def gaussian_mixture_potential(d: int = 3) -> ExactModel:
+    """x ~ N(0, I) with a pm.Potential equal to a normalized two-component Gaussian mixture.
+
+    Z = Σ_k w_k N(m_k; 0, I + S_k): a bimodal target with a closed-form evidence.
+    """
+    w = np.array([0.3, 0.7])
+    means = np.stack([np.full(d, -1.5), np.full(d, 1.5)])
+    sds = np.array([0.5, 0.4])
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1.0, shape=d)
+        comps = [
+            np.log(w[j]) + pm.logp(pm.Normal.dist(means[j], sds[j]), x).sum() for j in range(2)
+        ]
+        import pytensor.tensor as pt
+
+        pm.Potential("mixture", pt.logsumexp(pt.stack(comps)))
+    log_z = special.logsumexp(
+        [
+            np.log(w[j]) + stats.multivariate_normal(np.zeros(d), (1 + sds[j] ** 2) * np.eye(d)).logpdf(means[j])
+            for j in range(2)
+        ]
+    )
+    return ExactModel("gaussian_mixture_potential", model, float(log_z))
+
+
+def peaked_normal_mean(n: int = 20_000) -> ExactModel:
+    """A normal-mean model with so much data that log Z is about -2.8e4."""
+    return normal_mean(n=n, sigma=1.0, prior_sd=3.0, seed=5)
