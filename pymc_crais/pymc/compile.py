@@ -230,7 +230,10 @@ def compile_model_density(
 
     def batched(outs):
         xb = pt.matrix("theta_batch", dtype="float64")
-        return xb, vectorize_graph(outs, replace={theta: xb})
+        bouts = vectorize_graph(outs, replace={theta: xb})
+        # an output that does not depend on θ (no likelihood terms) is not batched: broadcast
+        zeros = pt.zeros((xb.shape[0],), dtype="float64")
+        return xb, [o if o.ndim == 1 else o + zeros for o in bouts]
 
     grad_error = None
     if vectorize:
@@ -240,8 +243,8 @@ def compile_model_density(
             fn_grad = None
             if gradient:
                 try:
-                    g_lp = pt.grad(blp.sum(), xb)
-                    g_ll = pt.grad(bll.sum(), xb)
+                    g_lp = pt.grad(blp.sum(), xb, disconnected_inputs="ignore")
+                    g_ll = pt.grad(bll.sum(), xb, disconnected_inputs="ignore")
                     fn_grad = _compile([xb], [blp, bll, g_lp, g_ll], ckw)
                 except Exception as err:  # no gradient for some Op
                     grad_error = f"{type(err).__name__}: {err}"
@@ -261,7 +264,14 @@ def compile_model_density(
     if gradient:
         try:
             fn_grad = _compile(
-                [theta], [lp, ll, pt.grad(lp, theta), pt.grad(ll, theta)], ckw
+                [theta],
+                [
+                    lp,
+                    ll,
+                    pt.grad(lp, theta, disconnected_inputs="ignore"),
+                    pt.grad(ll, theta, disconnected_inputs="ignore"),
+                ],
+                ckw,
             )
         except Exception as err:
             grad_error = f"{type(err).__name__}: {err}"

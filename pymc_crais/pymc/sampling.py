@@ -154,7 +154,12 @@ def _run_chain(task: _ChainTask) -> dict:
     }
 
 
-def _run_chain_in_worker(task: _ChainTask) -> dict:
+def _run_chain_in_worker(payload: bytes) -> dict:
+    """Worker entry: tasks travel as cloudpickle bytes (compiled graphs with
+    ``OpFromGraph`` gradients do not pickle with the standard pickler)."""
+    import cloudpickle
+
+    task = cloudpickle.loads(payload)
     try:
         from threadpoolctl import threadpool_limits
 
@@ -183,7 +188,11 @@ def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress) -> list[d
     results: dict[int, dict] = {}
     executor = cf.ProcessPoolExecutor(max_workers=min(cores, len(tasks)), mp_context=ctx)
     try:
-        futures = {executor.submit(_run_chain_in_worker, t): t.chain for t in tasks}
+        import cloudpickle
+
+        futures = {
+            executor.submit(_run_chain_in_worker, cloudpickle.dumps(t)): t.chain for t in tasks
+        }
         for fut in cf.as_completed(futures):
             res = fut.result()
             results[res["chain"]] = res

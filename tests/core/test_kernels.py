@@ -1,0 +1,331 @@
+"""Mutation kernels (ALGORITHMS.md §7): invariance of γ_τ, bookkeeping, errors.
+
+Invariance is checked by starting N particles from *exact* draws of γ_τ, running 20
+transitions with fixed parameters, and comparing the per-coordinate mean, variance (and,
+for Gaussian γ_τ, covariances) with the exact values, within 5 standard errors computed
+from the exact moments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pymc_crais.core.kernels as kernels_mod
+from pymc_crais.core.density import FunctionDensity
+from pymc_crais.core.kernels import (
+    HMC,
+    KernelInfo,
+    RandomWalkMetropolis,
+    make_kernel,
+    particle_variance,
+    with_step_size,
+)
+from pymc_crais.core.particles import ParticleState
+from pymc_crais.core.paths import make_path
+
+D = 3
+N = 4000
+N_STEPS = 20
+LOGZ = 1.3
+M = np.array([1.0, -0.5, 2.0])
+S = np.array([[1.0, 0.6, 0.2], [0.6, 2.0, -0.5], [0.2, -0.5, 0.5]])
+P = np.linalg.inv(S)
+_, LOGDET_S = np.linalg.slogdet(S)
+
+
+def _log_q0(x):
+    return -0.5 * np.sum(x * x, axis=1) - 0.5 * D * np.log(2 * np.pi)
+
+
+def _grad_q0(x):
+    return -x
+
+
+def _log_target(x):
+    r = x - M
+    return LOGZ - 0.5 * np.einsum("ni,ij,nj->n", r, P, r) - 0.5 * (D * np.log(2 * np.pi) + LOGDET_S)
+
+
+def _grad_target(x):
+    return -(x - M) @ P
+
+
+def make_density(gradients=True):
+    if gradients:
+        return FunctionDensity(D, _log_q0, _log_target, _grad_q0, _grad_target)
+    return FunctionDensity(D, _log_q0, _log_target)
+
+
+def geometric_tempered(tau):
+    """γ_τ ∝ q0^{1−τ} π^τ = N(μ_τ, Σ_τ) with Σ_τ⁻¹ = (1−τ) I + τ S⁻¹."""
+    prec = (1 - tau) * np.eye(D) + tau * P
+    cov = np.linalg.inv(prec)
+    return cov @ (tau * P @ M), cov
+
+
+# --------------------------------------------------------------------------- harness
+
+
+def _draw_gaussian(rng, mean, cov, n):
+    return mean + rng.standard_normal((n, D)) @ np.linalg.cholesky(cov).T
+
+
+def _draw_mixture(rng, tau, n):
+    comp = rng.random(n) < tau
+    x = rng.standard_normal((n, D))
+    x[comp] = _draw_gaussian(rng, M, S, int(comp.sum()))
+    return x
+
+
+def _mixture_moments(tau):
+    """Per-coordinate mean, variance and 4th central moment of (1−τ) N(0,I) + τ N(M,S)."""
+    mean = tau * M
+    comps = [(1 - tau, np.zeros(D), np.ones(D)), (tau, M, np.diag(S))]
+    var = sum(w * (s2 + (m - mean) ** 2) for w, m, s2 in comps)
+    mu4 = sum(w * ((m - mean) ** 4 + 6 * (m - mean) ** 2 * s2 + 3 * s2**2) for w, m, s2 in comps)
+    return mean, var, mu4
+
+
+def _run(kernel, path, tau, x0, seed, params_fn=None):
+    dens = make_density(gradients=kernel.needs_gradient)
+    rng = np.random.default_rng(seed)
+    state = ParticleState.evaluate(dens, x0, gradient=kernel.needs_gradient)
+    params = kernel.tune(kernel.init(state), state, None)
+    if params_fn is not None:
+        params = params_fn(params)
+    accs = []
+    for _ in range(N_STEPS):
+        before = dens.n_evals
+        state, info = kernel.step(rng, state, dens, path, tau, params)
+        assert isinstance(info, KernelInfo)
+        assert 0.0 < info.acceptance_rate <= 1.0
+        expected = N * getattr(kernel, "n_leapfrog", 1)
+        assert info.n_evals == expected
+        assert dens.n_evals - before == expected
+        accs.append(info.acceptance_rate)
+    return state, np.array(accs), dens
+
+
+def _z_scores_gaussian(x, mean, cov):
+    n = x.shape[0]
+    var = np.diag(cov)
+    z_mean = (x.mean(axis=0) - mean) / np.sqrt(var / n)
+    z_var = (x.var(axis=0, ddof=1) - var) / (np.sqrt(2.0 / n) * var)
+    emp = np.cov(x.T)
+    iu = np.triu_indices(D, 1)
+    se_cov = np.sqrt((np.outer(var, var) + cov**2)[iu] / n)
+    z_cov = (emp[iu] - cov[iu]) / se_cov
+    return np.concatenate([z_mean, z_var, z_cov])
+
+
+def _z_scores_mixture(x, tau):
+    n = x.shape[0]
+    mean, var, mu4 = _mixture_moments(tau)
+    z_mean = (x.mean(axis=0) - mean) / np.sqrt(var / n)
+    z_var = (x.var(axis=0, ddof=1) - var) / np.sqrt((mu4 - var**2) / n)
+    return np.concatenate([z_mean, z_var])
+
+
+KERNELS = {
+    "rwmh": lambda: RandomWalkMetropolis(),
+    "hmc1": lambda: HMC(n_leapfrog=1),
+    "hmc5": lambda: HMC(n_leapfrog=5),
+}
+
+
+def _assert_moved(x0, state, accs):
+    # a kernel that never moves would pass the invariance check trivially
+    assert accs.mean() > 0.1
+    moved = np.any(state.x != x0, axis=1).mean()
+    assert moved > 0.5, moved
+    corr = [np.corrcoef(x0[:, j], state.x[:, j])[0, 1] for j in range(D)]
+    assert max(corr) < 0.9, corr
+
+
+def _assert_cache_consistent(state, dens, gradient):
+    ev = ParticleState.evaluate(dens, state.x, gradient=gradient)
+    np.testing.assert_array_equal(state.log_q0, ev.log_q0)
+    np.testing.assert_array_equal(state.delta, ev.delta)
+    if gradient:
+        np.testing.assert_array_equal(state.grad_log_q0, ev.grad_log_q0)
+        np.testing.assert_array_equal(state.grad_delta, ev.grad_delta)
+
+
+# --------------------------------------------------------------------------- invariance
+
+
+@pytest.mark.parametrize("kname", sorted(KERNELS))
+@pytest.mark.parametrize("tau", [1.0, 0.4])
+def test_geometric_tempered_gaussian_is_invariant(kname, tau):
+    kernel = KERNELS[kname]()
+    mean, cov = geometric_tempered(tau)
+    if tau == 1.0:
+        np.testing.assert_allclose(mean, M, atol=1e-12)
+        np.testing.assert_allclose(cov, S, atol=1e-12)
+    rng = np.random.default_rng(100 + int(10 * tau))
+    x0 = _draw_gaussian(rng, mean, cov, N)
+    state, accs, dens = _run(kernel, make_path(0.0), tau, x0, seed=7)
+    z = _z_scores_gaussian(state.x, mean, cov)
+    assert np.all(np.abs(z) < 5.0), z
+    _assert_moved(x0, state, accs)
+    _assert_cache_consistent(state, dens, kernel.needs_gradient)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1.0, -0.5, 2.0])
+@pytest.mark.parametrize("kname", ["rwmh", "hmc5"])
+def test_target_is_invariant_at_tau_one_for_power_paths(alpha, kname):
+    kernel = KERNELS[kname]()
+    x0 = _draw_gaussian(np.random.default_rng(3), M, S, N)
+    state, accs, _ = _run(kernel, make_path(alpha, c=0.7), 1.0, x0, seed=8)
+    assert np.all(np.abs(_z_scores_gaussian(state.x, M, S)) < 5.0)
+    _assert_moved(x0, state, accs)
+
+
+@pytest.mark.parametrize("kname", sorted(KERNELS))
+def test_mixture_path_is_invariant(kname):
+    # arithmetic path α = 1 with c = log Z: γ_τ = (1−τ) N(0, I) + τ N(M, S), exactly
+    tau = 0.35
+    kernel = KERNELS[kname]()
+    x0 = _draw_mixture(np.random.default_rng(21), tau, N)
+    state, accs, dens = _run(kernel, make_path(1.0, c=LOGZ), tau, x0, seed=9)
+    z = _z_scores_mixture(state.x, tau)
+    assert np.all(np.abs(z) < 5.0), z
+    _assert_moved(x0, state, accs)
+    _assert_cache_consistent(state, dens, kernel.needs_gradient)
+
+
+def test_hmc_large_step_still_invariant():
+    # with a step size where the Metropolis correction matters (low acceptance)
+    tau = 1.0
+    kernel = HMC(n_leapfrog=5)
+    x0 = _draw_gaussian(np.random.default_rng(4), M, S, N)
+    state, accs, _ = _run(kernel, make_path(0.0), tau, x0, seed=10,
+                          params_fn=lambda p: with_step_size(p, 0.8))
+    assert 0.3 < accs.mean() < 0.8, accs.mean()
+    assert np.all(np.abs(_z_scores_gaussian(state.x, M, S)) < 5.0)
+
+
+@pytest.mark.parametrize(
+    "kname,params_fn",
+    [("rwmh", None), ("hmc5", lambda p: with_step_size(p, 0.8))],
+)
+def test_invariance_check_detects_a_broken_kernel(kname, params_fn, monkeypatch):
+    """Power of the check above: without the Metropolis correction it must fail."""
+
+    def accept_all(rng, log_ratio):
+        return np.ones(log_ratio.shape[0], dtype=bool), 1.0
+
+    monkeypatch.setattr(kernels_mod, "_accept", accept_all)
+    kernel = KERNELS[kname]()
+    x0 = _draw_gaussian(np.random.default_rng(4), M, S, N)
+    state, _, _ = _run(kernel, make_path(0.0), 1.0, x0, seed=10, params_fn=params_fn)
+    assert np.max(np.abs(_z_scores_gaussian(state.x, M, S))) > 5.0
+
+
+# --------------------------------------------------------------------------- params
+
+
+def test_init_and_tune_params():
+    x0 = _draw_gaussian(np.random.default_rng(5), M, S, 500)
+    dens = make_density()
+    state = ParticleState.evaluate(dens, x0, gradient=True)
+
+    rw = RandomWalkMetropolis()
+    p = rw.init(state)
+    assert p.scale == pytest.approx(2.38 / np.sqrt(D), rel=1e-15)
+    np.testing.assert_allclose(p.chol @ p.chol.T, np.cov(x0.T), rtol=0.05, atol=0.02)
+    p2 = rw.tune(p, state, KernelInfo(0.5, 500))
+    assert p2.scale == pytest.approx(p.scale * np.exp(0.5 - 0.234), rel=1e-12)
+    p3 = rw.tune(p, state, KernelInfo(0.0, 500), None)
+    assert p3.scale == pytest.approx(p.scale * np.exp(-0.234), rel=1e-12)
+    assert rw.tune(p, state, None).scale == p.scale
+
+    hmc = HMC(n_leapfrog=2)
+    q = hmc.init(state)
+    assert q.step_size == pytest.approx(0.5 * D**-0.25, rel=1e-15)
+    np.testing.assert_allclose(q.inv_mass, x0.var(axis=0), rtol=1e-12)
+    q2 = hmc.tune(q, state, KernelInfo(0.9, 1000))
+    assert q2.step_size == pytest.approx(q.step_size * np.exp(0.9 - 0.7), rel=1e-12)
+    assert HMC(step_size=0.123).init(state).step_size == 0.123
+    assert with_step_size(q, 0.2).step_size == 0.2
+
+
+def test_tune_from_weights_uses_weighted_moments():
+    x = _draw_gaussian(np.random.default_rng(6), M, S, 300)
+    state = ParticleState.evaluate(make_density(), x, gradient=True)
+    lw = np.random.default_rng(7).normal(0, 1, 300) - 1e4
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    mean = w @ x
+    ref_var = w @ (x - mean) ** 2
+    q = HMC().tune(HMC().init(state), state, None, lw)
+    np.testing.assert_allclose(q.inv_mass, ref_var, rtol=1e-10)
+    np.testing.assert_allclose(particle_variance(x, w), ref_var, rtol=1e-12)
+    # all weights vanished: falls back to uniform moments rather than failing
+    q0 = HMC().tune(HMC().init(state), state, None, np.full(300, -np.inf))
+    np.testing.assert_allclose(q0.inv_mass, x.var(axis=0), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("bad", ["nuts", "", 3, None])
+def test_make_kernel_unknown(bad):
+    with pytest.raises(ValueError, match="unknown"):
+        make_kernel(bad)
+
+
+def test_make_kernel_known():
+    assert isinstance(make_kernel("hmc"), HMC)
+    assert isinstance(make_kernel("HMC", n_leapfrog=7), HMC)
+    assert make_kernel("hmc", n_leapfrog=7).n_leapfrog == 7
+    assert isinstance(make_kernel("rwmh"), RandomWalkMetropolis)
+    assert isinstance(make_kernel("mh"), RandomWalkMetropolis)
+    k = HMC()
+    assert make_kernel(k) is k
+    with pytest.raises(TypeError):
+        make_kernel(k, n_leapfrog=2)
+
+
+@pytest.mark.parametrize("kwargs", [{"n_leapfrog": 0}, {"n_leapfrog": 1.5},
+                                    {"step_size": -1.0}, {"step_size": np.nan},
+                                    {"target_accept": 1.0}])
+def test_hmc_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        HMC(**kwargs)
+
+
+def test_rwmh_bad_arguments():
+    with pytest.raises(ValueError):
+        RandomWalkMetropolis(target_accept=0.0)
+
+
+def test_hmc_without_gradients_raises_clearly():
+    dens = make_density(gradients=False)
+    x = np.zeros((5, D))
+    with pytest.raises(ValueError, match="no gradients"):
+        ParticleState.evaluate(dens, x, gradient=True)
+    state = ParticleState.evaluate(dens, x, gradient=False)
+    kernel = make_kernel("hmc")
+    params = kernel.init(state)
+    with pytest.raises(ValueError, match="gradient"):
+        kernel.step(np.random.default_rng(0), state, dens, make_path(0.0), 0.5, params)
+
+
+def test_rwmh_rejects_moves_to_zero_density():
+    # a target that is −inf on x0 < 0: particles in the support never leave it
+    def log_t(x):
+        return np.where(x[:, 0] < 0, -np.inf, _log_target(x))
+
+    dens = FunctionDensity(D, _log_q0, log_t)
+    x0 = np.abs(_draw_gaussian(np.random.default_rng(1), np.zeros(D), np.eye(D), 1000))
+    state = ParticleState.evaluate(dens, x0, gradient=False)
+    kernel = RandomWalkMetropolis()
+    params = kernel.init(state)
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        state, info = kernel.step(rng, state, dens, make_path(0.0), 1.0, params)
+        assert 0 < info.acceptance_rate < 1
+    assert np.all(state.x[:, 0] >= 0)
+    assert np.all(np.isfinite(state.delta))

@@ -1,0 +1,150 @@
+"""The batched model density equals PyMC's own per-point log-densities and gradients."""
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+from pymc_crais.pymc import compile as compile_mod
+from pymc_crais.pymc.compile import (
+    PerParticleFallbackWarning,
+    compile_model_density,
+    parameter_layout,
+)
+from pymc_crais.pymc.init import PriorSampler
+
+
+@pytest.fixture(scope="module")
+def mixed_model():
+    """Scalar, vector, bounded (log), simplex (stick-breaking) and dependent variables."""
+    y = np.array([0.3, -1.2, 2.2, 0.7, 1.1])
+    with pm.Model(coords={"g": ["a", "b", "c"]}) as model:
+        mu = pm.Normal("mu", 0.0, 2.0)
+        sd = pm.HalfNormal("sd", 1.5)
+        theta = pm.Normal("theta", mu, sd, dims="g")
+        w = pm.Dirichlet("w", np.ones(3))
+        xd = pm.Data("xd", np.array([1.0, 2.0, 3.0]))
+        pm.Deterministic("lin", (theta * w * xd).sum())
+        pm.Normal("y", (theta * w).sum() + mu, 1.0, observed=y)
+        pm.Potential("pot", -0.5 * (mu - 0.5) ** 2)
+    return model
+
+
+def _reference(model, x, layout):
+    """Per-point varlogp / datalogp and gradients via PyMC's own compiled functions."""
+    value_vars = model.value_vars
+    f_lp = model.compile_fn(model.varlogp, inputs=value_vars, point_fn=False, on_unused_input="ignore")
+    f_ll = model.compile_fn(model.datalogp, inputs=value_vars, point_fn=False, on_unused_input="ignore")
+    g_lp = model.compile_fn(pt.grad(model.varlogp, value_vars, disconnected_inputs="ignore"), inputs=value_vars, point_fn=False, on_unused_input="ignore")
+    g_ll = model.compile_fn(pt.grad(model.datalogp, value_vars, disconnected_inputs="ignore"), inputs=value_vars, point_fn=False, on_unused_input="ignore")
+    outs = {"lp": [], "ll": [], "glp": [], "gll": []}
+    for row in x:
+        args = [row[s.start : s.stop].reshape(s.shape) for s in layout.slots]
+        outs["lp"].append(f_lp(*args))
+        outs["ll"].append(f_ll(*args))
+        outs["glp"].append(np.concatenate([np.ravel(g) for g in g_lp(*args)]))
+        outs["gll"].append(np.concatenate([np.ravel(g) for g in g_ll(*args)]))
+    return {k: np.array(v) for k, v in outs.items()}
+
+
+def test_layout_follows_value_vars(mixed_model):
+    layout = parameter_layout(mixed_model)
+    assert [s.name for s in layout.slots] == [v.name for v in mixed_model.value_vars]
+    assert [s.size for s in layout.slots] == [1, 1, 3, 2]
+    assert layout.dim == 7 and not layout.has_discrete
+
+
+def test_batched_matches_pymc_pointwise(mixed_model, rng):
+    layout = parameter_layout(mixed_model)
+    dens = compile_model_density(mixed_model)
+    assert dens.vectorized
+    x = PriorSampler(mixed_model, layout).draw(rng, 16)
+    ev = dens.evaluate(x, gradient=True)
+    ref = _reference(mixed_model, x, layout)
+    np.testing.assert_allclose(ev.log_q0, ref["lp"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ev.delta, ref["ll"], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(ev.grad_log_q0, ref["glp"], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ev.grad_delta, ref["gll"], rtol=1e-8, atol=1e-10)
+    assert dens.n_evals == 16
+
+
+def test_gradient_matches_finite_differences(mixed_model, rng):
+    dens = compile_model_density(mixed_model)
+    x = PriorSampler(mixed_model, parameter_layout(mixed_model)).draw(rng, 4)
+    ev = dens.evaluate(x, gradient=True)
+    eps = 1e-6
+    for j in range(x.shape[1]):
+        e = np.zeros(x.shape[1])
+        e[j] = eps
+        up, dn = dens.evaluate(x + e), dens.evaluate(x - e)
+        np.testing.assert_allclose(ev.grad_log_q0[:, j], (up.log_q0 - dn.log_q0) / (2 * eps), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ev.grad_delta[:, j], (up.delta - dn.delta) / (2 * eps), rtol=1e-5, atol=1e-6)
+
+
+def test_fallback_loop_warns_and_agrees(mixed_model, rng, monkeypatch):
+    x = PriorSampler(mixed_model, parameter_layout(mixed_model)).draw(rng, 5)
+    batched = compile_model_density(mixed_model).evaluate(x, gradient=True)
+
+    def broken(*args, **kwargs):
+        raise NotImplementedError("no vectorization for this op")
+
+    monkeypatch.setattr(compile_mod, "vectorize_graph", broken)
+    with pytest.warns(PerParticleFallbackWarning, match="per-particle loop"):
+        dens = compile_model_density(mixed_model)
+    assert not dens.vectorized
+    looped = dens.evaluate(x, gradient=True)
+    for a, b in zip(
+        (batched.log_q0, batched.delta, batched.grad_log_q0, batched.grad_delta),
+        (looped.log_q0, looped.delta, looped.grad_log_q0, looped.grad_delta),
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_compile_kwargs_are_honoured(mixed_model, rng):
+    x = PriorSampler(mixed_model, parameter_layout(mixed_model)).draw(rng, 3)
+    ref = compile_model_density(mixed_model).evaluate(x)
+    dens = compile_model_density(mixed_model, compile_kwargs={"mode": "FAST_COMPILE"})
+    assert dens._fn.maker.mode.optimizer.__class__.__name__ != "" and dens.vectorized
+    np.testing.assert_allclose(dens.evaluate(x).delta, ref.delta, rtol=1e-10)
+
+
+def test_discrete_inputs_are_rounded(rng):
+    with pm.Model() as model:
+        k = pm.Poisson("k", 3.0)
+        pm.Normal("y", k, 1.0, observed=[2.5, 3.5])
+    dens = compile_model_density(model, gradient=False)
+    assert parameter_layout(model).discrete_names == ["k"]
+    x = np.array([[2.8], [3.2], [3.0]])
+    ev = dens.evaluate(x)
+    assert ev.log_q0[0] == ev.log_q0[1] == ev.log_q0[2]
+    np.testing.assert_allclose(ev.log_q0[0], pm.logp(pm.Poisson.dist(3.0), 3).eval())
+
+
+def test_non_finite_log_density_is_minus_inf():
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1.0)
+        pm.Potential("cut", pt.switch(x > 0, 0.0, -np.inf))
+    dens = compile_model_density(model)
+    ev = dens.evaluate(np.array([[-1.0], [1.0], [np.nan]]), gradient=True)
+    assert ev.delta[0] == -np.inf and np.isfinite(ev.delta[1]) and ev.delta[2] == -np.inf
+    assert np.all(np.isfinite(ev.grad_delta))
+
+
+def test_model_without_free_variables_is_refused():
+    with pm.Model() as model:
+        pm.Normal("y", 0.0, 1.0, observed=[0.1])
+    with pytest.raises(ValueError, match="no free random variables"):
+        compile_model_density(model)
+
+
+def test_density_is_picklable(mixed_model, rng):
+    import cloudpickle
+
+    dens = compile_model_density(mixed_model)
+    x = PriorSampler(mixed_model, parameter_layout(mixed_model)).draw(rng, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clone = cloudpickle.loads(cloudpickle.dumps(dens))
+    np.testing.assert_array_equal(clone.evaluate(x, True).grad_delta, dens.evaluate(x, True).grad_delta)
