@@ -104,17 +104,28 @@ def test_ais_stage_records_and_cost():
     assert res2.n_logp_evals == N + 50 * 2 * N
 
 
-@pytest.mark.parametrize("resample", ["ess", "always"])
+# a tighter, farther target on which the ESS does fall below N/2 along a linear schedule
+MU_HARD = np.array([1.5, -1.0, 2.0, 0.5])
+SD_HARD = 0.3
+
+
+@pytest.mark.parametrize("resample", ["never", "ess", "always"])
 @pytest.mark.parametrize("seed", [10, 11, 12])
 def test_smc_recovers_log_z(resample, seed):
-    res = _ais(seed, resample=resample)
+    res = _ais(seed, resample=resample, density=_make_density(mu=MU_HARD, sd=SD_HARD))
     assert abs(res.log_marginal_likelihood - LOGZ) <= _tol(res), res.log_marginal_likelihood
     rs = res.stages["resampled"]
     if resample == "always":
         assert rs[:-1].all() and not rs[-1]  # never at τ = 1
+    elif resample == "ess":
+        assert rs.any()
+        np.testing.assert_array_equal(rs[:-1], res.stages["ess"][:-1] < 0.5 * N)
+    else:
+        assert not rs.any()
+        np.testing.assert_allclose(res.log_marginal_likelihood,
+                                   logsumexp(res.log_weights) - np.log(N), atol=1e-9)
     if rs.any():
-        # the accumulated estimate no longer equals the final weights' log-mean-exp
-        assert np.isfinite(res.log_z_variance)
+        assert np.isfinite(res.log_z_variance) and res.log_z_variance > 0
 
 
 def test_smc_ess_resamples_only_below_threshold():
@@ -134,22 +145,41 @@ def test_power_mean_path_recovers_log_z(alpha, c):
                                logsumexp(res.log_weights) - np.log(N) + c, atol=1e-9)
 
 
-def test_scale_shift_c_cancels_on_geometric_path():
-    a = _ais(30, c=0.0)
-    b = _ais(30, c=5.0)
+def test_scale_shift_c_cancels_on_geometric_path_rwmh():
+    # geometric path: c shifts every increment by −Δτ·c and is added back; the Metropolis
+    # ratios see it only through round-off, so same seed → same run up to round-off
+    a = _ais(30, c=0.0, kernel="rwmh")
+    b = _ais(30, c=5.0, kernel="rwmh")
     assert b.c == 5.0
     np.testing.assert_allclose(b.log_marginal_likelihood, a.log_marginal_likelihood,
-                               rtol=0, atol=1e-9)
-    np.testing.assert_allclose(b.log_weights, a.log_weights - 5.0, rtol=0, atol=1e-9)
-    np.testing.assert_allclose(b.state.x, a.state.x, rtol=0, atol=1e-12)
+                               rtol=0, atol=1e-11)
+    np.testing.assert_allclose(b.log_weights, a.log_weights - 5.0, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(b.state.x, a.state.x, rtol=0, atol=1e-11)
+
+
+def test_scale_shift_c_cancels_on_geometric_path_hmc():
+    # with HMC the stage-to-stage step-size adaptation feeds the 1e-16 differences of the
+    # acceptance rate back into the trajectories, where they grow to ~1e-6 over 100
+    # stages (measured); log Ẑ still agrees to ~1e-9
+    for seed in (30, 31):
+        a = _ais(seed, c=0.0)
+        b = _ais(seed, c=5.0)
+        np.testing.assert_allclose(b.log_marginal_likelihood, a.log_marginal_likelihood,
+                                   rtol=0, atol=1e-7)
+        np.testing.assert_allclose(b.log_weights, a.log_weights - 5.0, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(b.state.x, a.state.x, rtol=0, atol=1e-4)
+        np.testing.assert_allclose(b.stages["log_z_increment"],
+                                   a.stages["log_z_increment"] - 0.05, rtol=0, atol=1e-7)
 
 
 def test_bigger_scale_shift_on_geometric_path():
     # |c| of the order of a real log-likelihood: still only round-off
-    a = _ais(31, c=0.0, n_steps=20)
-    b = _ais(31, c=-400.0, n_steps=20)
+    a = _ais(31, c=0.0, n_steps=20, kernel="rwmh")
+    b = _ais(31, c=-400.0, n_steps=20, kernel="rwmh")
+    # round-off of τ(Δ − c) with |c| = 400: ~400·eps per stage
     np.testing.assert_allclose(b.log_marginal_likelihood, a.log_marginal_likelihood,
-                               rtol=0, atol=1e-8)
+                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(b.state.x, a.state.x, rtol=0, atol=1e-10)
 
 
 # --------------------------------------------------------------------------- -inf targets
@@ -312,3 +342,14 @@ def test_callback_called_each_stage():
     assert [c[0] for c in calls] == list(range(8))
     np.testing.assert_allclose([c[1] for c in calls], res.stages["tau"])
     np.testing.assert_allclose([c[2] for c in calls], res.stages["ess"])
+
+
+def test_inputs_not_mutated_and_tune_from_weights():
+    x0 = _x0(80)
+    copy = x0.copy()
+    dens = _make_density()
+    res = anneal(np.random.default_rng(80), dens, x0, make_path(0.0),
+                 make_fixed_schedule("linear", 50), make_kernel("hmc"), tune_from_weights=True)
+    np.testing.assert_array_equal(x0, copy)
+    assert dens.n_evals == res.n_logp_evals
+    assert abs(res.log_marginal_likelihood - LOGZ) <= _tol(res)
