@@ -13,6 +13,7 @@ power-mean path it decides which path is followed (any fixed ``c`` keeps AIS unb
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,12 @@ _EXPM1_SWITCH = 1.0
 
 def _as_float_array(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
+
+
+def _clean_delta(delta) -> np.ndarray:
+    """Δ as float64 with NaN read as −inf: an undefined target density is a zero density."""
+    d = _as_float_array(delta)
+    return np.where(np.isnan(d), -np.inf, d)
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ class GeometricPath(AnnealingPath):
             raise ValueError(f"c must be finite, got {self.c}")
 
     def log_ratio(self, tau: float, delta: np.ndarray) -> np.ndarray:
-        d = _as_float_array(delta)
+        d = _clean_delta(delta)
         if tau == 0.0:
             return np.zeros_like(d)
         return tau * (d - self.c)
@@ -117,16 +124,16 @@ class PowerMeanPath(AnnealingPath):
 
     def _log_mix(self, tau: float, delta: np.ndarray) -> np.ndarray:
         """``L = log((1 − τ) + τ e^x)`` with ``x = α(Δ − c)``, so that ``h = L / α``."""
-        d = _as_float_array(delta)
+        d = _clean_delta(delta)
         if tau == 0.0:
             return np.zeros_like(d)
         with np.errstate(invalid="ignore", over="ignore"):
             x = self.alpha * (d - self.c)
-        # NaN x comes from Δ = ±inf with α of either sign; both mean "no target mass".
-        x = np.where(np.isnan(x), -np.inf, x)
         if tau == 1.0:
             return x
-        small = x <= _EXPM1_SWITCH
+        # log1p(τ·expm1(x)) is exact near x = 0 (the geometric limit) but cancels for very
+        # negative x when τ ≈ 1; logaddexp is exact away from 0.
+        small = np.abs(x) <= _EXPM1_SWITCH
         out = np.empty_like(x)
         xs = x[small]
         out[small] = np.log1p(tau * np.expm1(xs))
@@ -135,17 +142,18 @@ class PowerMeanPath(AnnealingPath):
         return out
 
     def log_ratio(self, tau: float, delta: np.ndarray) -> np.ndarray:
+        if tau == 1.0:  # exactly Δ − c (no round trip through α)
+            return _clean_delta(delta) - self.c
         return self._log_mix(tau, delta) / self.alpha
 
     def gradient_weight(self, tau: float, delta: np.ndarray) -> np.ndarray:
-        d = _as_float_array(delta)
+        d = _clean_delta(delta)
         if tau == 0.0:
             return np.zeros_like(d)
         if tau == 1.0:
             return np.ones_like(d)
         with np.errstate(invalid="ignore", over="ignore"):
             x = self.alpha * (d - self.c)
-        x = np.where(np.isnan(x), -np.inf, x)
         with np.errstate(invalid="ignore"):
             w = np.exp(np.log(tau) + x - self._log_mix(tau, d))
         # x = +inf (α < 0, Δ = −inf): the particle has zero density; weight is irrelevant.
@@ -170,10 +178,9 @@ def make_path(alpha: float = 0.0, c: float = 0.0) -> AnnealingPath:
     -------
     AnnealingPath
     """
-    try:
-        alpha = float(alpha)
-    except (TypeError, ValueError):
-        raise TypeError(f"alpha must be a real number, got {alpha!r}") from None
+    if isinstance(alpha, str | bytes | bool) or not isinstance(alpha, numbers.Real):
+        raise TypeError(f"alpha must be a real number, got {alpha!r}")
+    alpha = float(alpha)
     if not np.isfinite(alpha):
         raise ValueError(f"alpha must be finite, got {alpha}; use 0.0 for the geometric path")
     if alpha == 0.0:

@@ -8,6 +8,7 @@ adaptive schedule solved on.
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -39,7 +40,8 @@ class Schedule(ABC):
 
 
 def _check_n_steps(n_steps) -> int:
-    if isinstance(n_steps, bool) or int(n_steps) != n_steps or n_steps < 1:
+    ok = isinstance(n_steps, numbers.Real) and not isinstance(n_steps, bool)
+    if not ok or not np.isfinite(n_steps) or int(n_steps) != n_steps or n_steps < 1:
         raise ValueError(f"n_steps must be a positive integer, got {n_steps!r}")
     return int(n_steps)
 

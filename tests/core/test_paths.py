@@ -53,11 +53,6 @@ def test_power_mean_endpoints_exact(deltas, alpha, c):
     np.testing.assert_array_equal(p.log_ratio(1.0, deltas), deltas - c)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (minor): PowerMeanPath.log_ratio(1.0, Δ) computes (α(Δ−c))/α, which is off "
-    "by one ulp from Δ−c for α that is not a power of two; ALGORITHMS.md §2 says exact at τ=1",
-)
 @pytest.mark.parametrize("alpha", [0.3, -0.3, 3.0])
 def test_power_mean_endpoint_exact_non_power_of_two_alpha(deltas, alpha):
     p = make_path(alpha, 0.0)
@@ -100,12 +95,6 @@ def test_power_mean_matches_high_precision_far_out(alpha):
         np.testing.assert_allclose(p.log_ratio(tau, d), ref, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (precision): PowerMeanPath._log_mix uses log1p(τ·expm1(x)) for every x <= 1, "
-    "including x << 0, where 1 + τ·expm1(x) cancels catastrophically when τ is close to 1 "
-    "(ALGORITHMS.md §2: the log1p/expm1 form is for tiny |α(Δ−c)|)",
-)
 @pytest.mark.parametrize("alpha", [1.0, 0.5, -0.5, 2.0])
 def test_power_mean_precision_near_tau_one(alpha):
     tau = 1.0 - 1e-12
@@ -305,12 +294,6 @@ def test_nan_delta_is_treated_as_minus_inf(alpha):
                                       p.log_density(t1, np.zeros(1), d_inf))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: PowerMeanPath._log_mix maps NaN x = α(Δ−c) to x = −inf, which for α < 0 "
-    "means Δ = +inf (infinite target mass), not 'no target mass': NaN Δ gets "
-    "log_ratio(1, NaN) = +inf and log_increment(0, 1, NaN) = +inf instead of −inf",
-)
 @pytest.mark.parametrize("alpha", [-0.5, -2.0])
 def test_nan_delta_is_treated_as_minus_inf_negative_alpha(alpha):
     test_nan_delta_is_treated_as_minus_inf(alpha)
