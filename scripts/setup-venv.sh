@@ -11,8 +11,13 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import sys; sys.exit(
   rm -rf "$venv"
   "$py" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet --upgrade pip >&2
+log="$venv/pip-install.log"
 spec="$here"
 [ -n "$extras" ] && spec="$here[$extras]"
-"$venv/bin/python" -m pip install --quiet -e "$spec" >&2
+echo "pymc_crais: installing into $venv (log: $log)" >&2
+if ! { "$venv/bin/python" -m pip install --upgrade pip && "$venv/bin/python" -m pip install -e "$spec"; } >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "pymc_crais: installation failed; the full log is $log" >&2
+  exit 1
+fi
 echo "$venv"
