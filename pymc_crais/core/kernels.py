@@ -8,7 +8,9 @@ Each kernel keeps three things apart (BlackJAX style):
   transition that leaves ``γ_τ`` invariant for *fixed* parameters.
 
 Parameters are adapted only between stages, from the population, so every transition
-is an exact Metropolis-Hastings move for the current ``γ_τ`` (ALGORITHMS.md §7).
+is an exact Metropolis-Hastings move for the current ``γ_τ`` *given* its parameters
+(ALGORITHMS.md §7). Because the parameters depend on the population, including the moved
+particle itself, adaptive AIS carries an O(1/N) bias (see docs/algorithms.md).
 """
 
 from __future__ import annotations
