@@ -18,6 +18,7 @@ __all__ = [
     "FixedSchedule",
     "Schedule",
     "exponential_schedule",
+    "interpolate_schedule",
     "linear_schedule",
     "make_fixed_schedule",
     "sigmoid_schedule",
@@ -184,3 +185,30 @@ def make_fixed_schedule(schedule, n_steps: int | None = None, **kwargs) -> Fixed
     if kwargs:
         raise TypeError("schedule_kwargs only apply to a named schedule")
     return FixedSchedule(schedule, name="array")
+
+
+def interpolate_schedule(taus, n_steps: int) -> np.ndarray:
+    """Resample a schedule to ``n_steps`` steps, keeping its shape.
+
+    The schedule is read as a function ``τ(s)`` of the relative position ``s = i / M`` and
+    evaluated linearly at ``s = k / n_steps`` (CR-AIS's shape is stable across δ, so a short
+    tuning run fixes a long final schedule).
+
+    Parameters
+    ----------
+    taus : array_like
+        A valid schedule ``0 = τ_0 < … < τ_M = 1``.
+    n_steps : int
+        Number of steps of the result.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n_steps + 1`` values from exactly 0 to exactly 1, strictly increasing.
+    """
+    t = validate_schedule(taus)
+    m = _check_n_steps(n_steps)
+    s_old = np.linspace(0.0, 1.0, t.size)
+    out = np.interp(np.linspace(0.0, 1.0, m + 1), s_old, t)
+    out[0], out[-1] = 0.0, 1.0
+    return validate_schedule(out)

@@ -1,0 +1,204 @@
+"""Schedules that choose the next τ from the current population (ALGORITHMS.md §4–5).
+
+All three work only with cached per-particle values (``Δ`` and the current log-weights),
+so choosing a step costs no model evaluation, and each solves on exactly the increment
+``path.log_increment(τ, τ', Δ)`` the annealing loop then applies.
+
+* :class:`ESSSchedule`: the largest τ' with ``ESS(W · incr) ≥ ρ · ESS(W)`` (after a
+  resampling ``ESS(W) = N``, which is the SMC rule ``ESS(incr) ≥ ρN``);
+* :class:`CESSSchedule`: the largest τ' with conditional ESS ``≥ ρN``;
+* :class:`ConstantRateSchedule`: CR-AIS, a constant decrease of the α-divergence per step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .schedules import Schedule
+from .weights import clean_log_weights, logsumexp
+
+__all__ = ["CESSSchedule", "ConstantRateSchedule", "ESSSchedule"]
+
+
+def _check_rho(rho: float, name: str = "rho") -> float:
+    if not (np.isfinite(rho) and 0.0 < rho < 1.0):
+        raise ValueError(f"{name} must be in (0, 1), got {rho!r}")
+    return float(rho)
+
+
+def _check_step_bounds(min_step, max_step) -> tuple[float, float]:
+    lo = 0.0 if min_step is None else float(min_step)
+    hi = 1.0 if max_step is None else float(max_step)
+    if not (0.0 <= lo < 1.0):
+        raise ValueError(f"min_step must be in [0, 1), got {min_step!r}")
+    if not (0.0 < hi <= 1.0):
+        raise ValueError(f"max_step must be in (0, 1], got {max_step!r}")
+    if lo > hi:
+        raise ValueError(f"min_step ({lo}) must not exceed max_step ({hi})")
+    return lo, hi
+
+
+def _log_ess(log_w: np.ndarray) -> float:
+    """log of (Σw)² / Σw² (−inf when all weights vanish)."""
+    total = logsumexp(log_w)
+    if not np.isfinite(total):
+        return -np.inf
+    return 2.0 * total - logsumexp(2.0 * log_w)
+
+
+class _BisectionSchedule(Schedule):
+    """Largest τ' in ``(τ, min(1, τ + max_step)]`` whose criterion stays ≥ 0.
+
+    The criterion is decreasing in τ' for the increments of a path. The search runs on
+    ``log(τ' − τ)`` so that the tiny first steps of a wide prior (10⁻⁶ and below) are
+    resolved as precisely as large ones; ``tol`` is the relative precision of the step.
+    """
+
+    def __init__(self, rho: float, max_step: float | None = None, min_step: float | None = None, tol: float = 1e-8):
+        self.rho = _check_rho(rho)
+        self.min_step, self.max_step = _check_step_bounds(min_step, max_step)
+        self.tol = float(tol)
+
+    def criterion(self, log_w: np.ndarray, incr: np.ndarray) -> float:
+        raise NotImplementedError
+
+    def next_tau(self, stage, tau, state, log_weights, path) -> float:
+        log_w = clean_log_weights(log_weights)
+        delta = state.delta
+        hi_tau = min(1.0, tau + self.max_step)
+
+        def ok(t):
+            return self.criterion(log_w, path.log_increment(tau, t, delta)) >= 0.0
+
+        if ok(hi_tau):
+            return hi_tau
+        lo = np.log(max(1e-300, self.min_step if self.min_step > 0 else 1e-14 * max(1.0 - tau, 1e-300)))
+        hi = np.log(hi_tau - tau)
+        if lo >= hi or not ok(tau + np.exp(lo)):
+            return min(1.0, tau + max(self.min_step, np.exp(lo)))
+        while hi - lo > self.tol:
+            mid = 0.5 * (lo + hi)
+            if ok(tau + np.exp(mid)):
+                lo = mid
+            else:
+                hi = mid
+        return min(1.0, tau + np.exp(lo))
+
+    def describe(self) -> dict:
+        return {"schedule": self.name, "rho": self.rho, "max_step": self.max_step, "min_step": self.min_step}
+
+
+class ESSSchedule(_BisectionSchedule):
+    """ESS rule: ``ESS(W · exp(incr)) = ρ · ESS(W)`` (SMC after resampling: ``= ρN``).
+
+    Parameters
+    ----------
+    rho : float
+        Target ratio in (0, 1) (PyMC's SMC uses 0.5).
+    max_step, min_step : float, optional
+        Bounds on ``τ' − τ``.
+    """
+
+    name = "ess"
+
+    def criterion(self, log_w, incr):
+        return _log_ess(log_w + incr) - (np.log(self.rho) + _log_ess(log_w))
+
+
+class CESSSchedule(_BisectionSchedule):
+    """Conditional ESS rule (Zhou, Johansen & Aston 2016): ``CESS = ρN`` with
+    ``CESS = N (Σ W_j i_j)² / Σ W_j i_j²``, ``W`` normalized and ``i = exp(incr)``.
+    """
+
+    name = "cess"
+
+    def criterion(self, log_w, incr):
+        n = log_w.size
+        log_wn = log_w - logsumexp(log_w)
+        log_cess = np.log(n) + 2.0 * logsumexp(log_wn + incr) - logsumexp(log_wn + 2.0 * incr)
+        if not np.isfinite(log_cess):
+            return -np.inf
+        return log_cess - np.log(self.rho * n)
+
+
+class ConstantRateSchedule(Schedule):
+    """CR-AIS (Goshtasbpour et al. 2023, Algorithm 1) for a power-mean path of any α.
+
+    At stage ``i`` (τ, β = 1 − τ), from the cached ``Δ`` of the current particles and their
+    log-weights ``log W``:
+
+    1. ``a_j = (Δ_j − c) − h(τ, Δ_j)``  (``log π̃_c − log γ_τ``);
+    2. ``log r = logsumexp(log W + a) − logsumexp(log W)``;
+    3. ``g(u) = (u^α − 1)/α`` (``log u`` for α = 0) with ``u = exp(a − log r)``;
+    4. ``v`` = variance of ``g(u)`` (``variance="weighted"``: under the normalized weights;
+       ``"unweighted"``: plain variance over the particles, as the authors' code);
+    5. ``log β' = log β − δ / (v · r^α)``, the step clipped to ``[min_step, max_step]``;
+       the schedule ends at τ = 1 once ``v < v_min``.
+
+    Parameters
+    ----------
+    delta : float
+        Rate δ > 0; the number of steps is roughly proportional to 1/δ.
+    variance : {"unweighted", "weighted"}, default "unweighted"
+    min_step, max_step : float, default 0 and 1/8
+    v_min : float, default 1e-3
+    """
+
+    name = "constant_rate"
+
+    def __init__(self, delta: float, variance: str = "unweighted", min_step: float | None = 0.0, max_step: float | None = 0.125, v_min: float = 1e-3):
+        if not (np.isfinite(delta) and delta > 0):
+            raise ValueError(f"delta must be positive and finite, got {delta!r}")
+        if variance not in ("weighted", "unweighted"):
+            raise ValueError(f"variance must be 'weighted' or 'unweighted', got {variance!r}")
+        if not (np.isfinite(v_min) and v_min >= 0):
+            raise ValueError(f"v_min must be >= 0, got {v_min!r}")
+        self.delta = float(delta)
+        self.variance = variance
+        self.min_step, self.max_step = _check_step_bounds(min_step, max_step)
+        self.v_min = float(v_min)
+        self.last_v = np.nan  # objective of the most recent step (diagnostics)
+
+    def rate_statistics(self, tau: float, state, log_weights, path) -> tuple[float, float]:
+        """``(v, log r)`` at τ for the current population (no model evaluation)."""
+        delta = state.delta
+        with np.errstate(invalid="ignore"):
+            a = (delta - path.c) - path.log_ratio(tau, delta)
+        log_w = clean_log_weights(log_weights)
+        valid = np.isfinite(a) & np.isfinite(log_w)
+        if valid.sum() < 2:
+            return 0.0, 0.0
+        a, log_w = a[valid], log_w[valid]
+        log_r = logsumexp(log_w + a) - logsumexp(log_w)
+        z = a - log_r
+        alpha = path.alpha
+        g = z if alpha == 0.0 else np.expm1(np.minimum(alpha * z, 700.0)) / alpha
+        if self.variance == "weighted":
+            w = np.exp(log_w - logsumexp(log_w))
+            mean = np.dot(w, g)
+            v = float(np.dot(w, (g - mean) ** 2))
+        else:
+            v = float(np.var(g))
+        return v, float(log_r)
+
+    def next_tau(self, stage, tau, state, log_weights, path) -> float:
+        v, log_r = self.rate_statistics(tau, state, log_weights, path)
+        self.last_v = v
+        if not np.isfinite(v) or v < self.v_min:
+            return 1.0
+        rate = v * np.exp(min(path.alpha * log_r, 700.0))
+        log_beta = np.log1p(-tau) - self.delta / max(rate, 1e-300)
+        tau_new = -np.expm1(log_beta)
+        step = min(max(tau_new - tau, self.min_step), self.max_step)
+        step = max(step, 4.0 * np.spacing(tau) if tau > 0 else 1e-300)  # representable progress
+        return float(min(1.0, tau + step))
+
+    def describe(self) -> dict:
+        return {
+            "schedule": self.name,
+            "delta": self.delta,
+            "variance": self.variance,
+            "min_step": self.min_step,
+            "max_step": self.max_step,
+            "v_min": self.v_min,
+        }
