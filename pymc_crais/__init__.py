@@ -3,24 +3,31 @@
 Public API
 ----------
 sample_ais
-    Annealed importance sampling from the prior on a fixed schedule, batched kernels.
+    Annealed importance sampling on a fixed or adaptive (ESS/CESS) schedule.
+sample_crais
+    Constant-rate AIS: a tuned schedule, then a fresh final run on it.
 log_marginal_likelihood
     Combine the chains of a result into ``(log Z, mcse)``.
 """
 
 from .core.anneal import WeightsVanishedError
 from .pymc.compile import PerParticleFallbackWarning
-from .pymc.sampling import ChainFailedError, SamplerResult, sample_ais
+from .core.initial import GaussianInitial, StudentTInitial
+from .pymc.sampling import ChainFailedError, SamplerResult, sample_ais, sample_crais, schedule_from_result
 from .results import log_marginal_likelihood
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ChainFailedError",
+    "GaussianInitial",
     "PerParticleFallbackWarning",
+    "StudentTInitial",
     "SamplerResult",
     "WeightsVanishedError",
     "__version__",
     "log_marginal_likelihood",
     "sample_ais",
+    "sample_crais",
+    "schedule_from_result",
 ]

@@ -89,6 +89,7 @@ def build_datatree(
     dims: dict | None = None,
     observed_data: dict | None = None,
     constant_data: dict | None = None,
+    extra_vars: dict | None = None,
 ) -> DataTree:
     """Assemble the output ``DataTree``.
 
@@ -108,6 +109,8 @@ def build_datatree(
         Model coordinates and variable dims (as PyMC's ``coords_and_dims_for_inferencedata``).
     observed_data, constant_data : dict, optional
         Observations and constant data of the model.
+    extra_vars : dict, optional
+        Run-level ``name -> (dims, array)`` added to ``sample_stats`` (e.g. ``tune_tau``).
 
     Returns
     -------
@@ -158,6 +161,8 @@ def build_datatree(
     for key in chain_stats[0]:
         if key not in known and np.ndim(chain_stats[0][key]) == 0:
             data_vars[key] = (("chain",), np.array([cs[key] for cs in chain_stats]))
+    for key, (vdims, arr) in (extra_vars or {}).items():
+        data_vars[key] = (tuple(vdims), np.asarray(arr))
     stats = xr.Dataset(
         data_vars,
         coords={"chain": np.arange(n_chains), "stage": np.arange(int(n_stages.max(initial=0)))},

@@ -1,4 +1,9 @@
-"""``sample_ais``: the PyMC-facing entry point of annealed importance sampling."""
+"""The PyMC-facing entry points: ``sample_ais`` and ``sample_crais``.
+
+Both share one set-up (compile the model once, choose ``q0``, kernel and seeds), one chain
+runner (sequential or worker processes, identical results either way) and one output
+builder.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +15,33 @@ import sys
 import time
 import traceback
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from ..core.anneal import anneal
 from ..core.kernels import MutationKernel, make_kernel
 from ..core.paths import make_path
 from ..core.resampling import systematic
-from ..core.schedules import FixedSchedule, make_fixed_schedule
+from ..core.schedules import (
+    FIXED_SCHEDULES,
+    FixedSchedule,
+    Schedule,
+    exponential_schedule,
+    interpolate_schedule,
+    make_fixed_schedule,
+)
 from ..core.weights import normalized_weights
 from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs
 from .init import PriorSampler
+from .initial import build_initial
 from .mapping import PosteriorMapper
 from .model_info import has_likelihood_terms, model_data_for_results
 
-__all__ = ["ChainFailedError", "sample_ais", "SamplerResult"]
+__all__ = ["ChainFailedError", "SamplerResult", "sample_ais", "sample_crais"]
+
+ADAPTIVE_SCHEDULES = ("ess", "cess")
 
 
 class ChainFailedError(RuntimeError):
@@ -44,22 +60,25 @@ class SamplerResult:
         Per-chain statistics (see :func:`pymc_crais.results.build_datatree`).
     attrs : dict
         Run settings.
+    extra_vars : dict
+        Run-level arrays (e.g. the CR-AIS tuning schedule).
     """
 
     posterior: dict
     chain_stats: list
     attrs: dict
+    extra_vars: dict = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- arguments
-def _check_positive_int(value, name: str, minimum: int, fix: str) -> int:
+def _check_int(value, name: str, minimum: int, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}; {fix}")
     return int(value)
 
 
 def chain_generators(random_seed, chains: int) -> tuple[list[np.random.Generator], np.random.Generator]:
-    """One independent generator per chain, plus one for auxiliary work (the pilot run).
+    """One independent generator per chain, plus one for run-level work (pilot, tuning).
 
     Parameters
     ----------
@@ -97,18 +116,133 @@ def chain_generators(random_seed, chains: int) -> tuple[list[np.random.Generator
     return [np.random.default_rng(s) for s in seeds], np.random.default_rng([*seeds, 2**31])
 
 
-def _build_schedule(schedule, n_steps, schedule_kwargs) -> FixedSchedule:
-    if hasattr(schedule, "next_tau"):
-        return schedule
-    kw = dict(schedule_kwargs or {})
-    if isinstance(schedule, str):
-        return make_fixed_schedule(schedule, _check_positive_int(n_steps, "n_steps", 1, "e.g. n_steps=200"), **kw)
-    if hasattr(schedule, "__array__") or isinstance(schedule, list | tuple):
-        return make_fixed_schedule(np.asarray(schedule, dtype=np.float64), **kw)
-    raise ValueError(
-        f"schedule={schedule!r} is not understood; pass 'linear', 'sigmoid', 'exponential' "
-        "or an increasing array of tau values from 0 to 1"
+def schedule_from_result(result) -> np.ndarray:
+    """The annealing schedule ``0 = τ_0 < … < τ_M = 1`` a previous run used.
+
+    Parameters
+    ----------
+    result : xarray.DataTree or SamplerResult
+        Output of :func:`sample_ais` / :func:`sample_crais` (chain 0's schedule).
+    """
+    if isinstance(result, SamplerResult):
+        tau = np.asarray(result.chain_stats[0]["tau"], dtype=np.float64)
+    else:
+        try:
+            st = result["sample_stats"]
+            n = int(st["n_stages"].values[0])
+            tau = np.asarray(st["tau"].values[0, :n], dtype=np.float64)
+        except KeyError:
+            raise ValueError("the result has no sample_stats.tau; pass a pymc_crais result") from None
+    return np.concatenate([[0.0], tau])
+
+
+# ----------------------------------------------------------------------------- set-up
+@dataclass
+class _Setup:
+    model: object
+    layout: object
+    density: object
+    draw: object
+    kernel: MutationKernel
+    kernel_spec: tuple
+    chain_rngs: list
+    aux_rng: np.random.Generator
+    chains: int
+    cores: int
+    draws: int
+    compile_kwargs: dict
+    attrs: dict
+    n_evals_setup: int = 0
+
+
+def _setup(
+    *,
+    model,
+    draws,
+    chains,
+    cores,
+    kernel,
+    kernel_kwargs,
+    init,
+    init_kwargs,
+    random_seed,
+    backend,
+    compile_kwargs,
+    idata_kwargs,
+    n_mcmc_steps,
+) -> _Setup:
+    import pymc as pm
+
+    model = pm.modelcontext(model)
+    draws = _check_int(draws, "draws", 2, "use at least 2 particles (hundreds are typical)")
+    if cores is None:
+        cores = os.cpu_count() or 1
+    cores = _check_int(cores, "cores", 1, "use cores=1 for sequential chains")
+    if chains is None:
+        chains = max(2, cores)
+    chains = _check_int(chains, "chains", 1, "use chains=1 for a single run")
+    cores = min(cores, chains)
+    _check_int(n_mcmc_steps, "n_mcmc_steps", 0, "e.g. n_mcmc_steps=1")
+    mutation = make_kernel(kernel, **dict(kernel_kwargs or {}))
+    if idata_kwargs is not None:
+        unknown = set(idata_kwargs) - {"coords", "dims", "log_likelihood"}
+        if unknown:
+            raise TypeError(
+                f"idata_kwargs keys {sorted(unknown)} are not supported; use 'coords', 'dims' "
+                "or 'log_likelihood'"
+            )
+    layout = parameter_layout(model)
+    if layout.dim == 0:
+        raise ValueError(
+            "the model has no free random variables, so there is nothing to anneal; its "
+            "evidence is its likelihood at the fixed values"
+        )
+    if mutation.needs_gradient and layout.has_discrete:
+        raise ValueError(
+            f"kernel={mutation.name!r} needs gradients but the model has discrete free "
+            f"variables {layout.discrete_names}; use kernel='rwmh'"
+        )
+    if not has_likelihood_terms(model):
+        warnings.warn(
+            "the model has no observed variables or potentials: the evidence is exactly 1 "
+            "(log Z = 0) and the posterior equals the prior",
+            UserWarning,
+            stacklevel=3,
+        )
+    ckw = resolve_compile_kwargs(backend, compile_kwargs)
+    needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
+    model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
+    prior = PriorSampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
+    initial = build_initial(init, init_kwargs, model, model_density, prior)
+    chain_rngs, aux_rng = chain_generators(random_seed, chains)
+    attrs = {
+        "draws": draws,
+        "n_mcmc_steps": int(n_mcmc_steps),
+        "vectorized": model_density.vectorized,
+        **initial.attrs,
+        **{f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()},
+    }
+    return _Setup(
+        model=model,
+        layout=layout,
+        density=initial.density,
+        draw=initial.draw,
+        kernel=mutation,
+        kernel_spec=(kernel, dict(kernel_kwargs or {})),
+        chain_rngs=chain_rngs,
+        aux_rng=aux_rng,
+        chains=chains,
+        cores=cores,
+        draws=draws,
+        compile_kwargs=ckw,
+        attrs=attrs,
+        n_evals_setup=initial.n_evals,
     )
+
+
+def _fresh_kernel(setup: _Setup) -> MutationKernel:
+    kernel, kw = setup.kernel_spec
+    return make_kernel(kernel, **kw) if isinstance(kernel, str) else setup.kernel
 
 
 # ----------------------------------------------------------------------------- one chain
@@ -117,19 +251,19 @@ class _ChainTask:
     chain: int
     rng: np.random.Generator
     density: object
-    prior: PriorSampler
+    draw: object
     draws: int
     path: object
-    schedule: object
+    schedule: Schedule
     kernel: MutationKernel
     n_mcmc_steps: int
-    show_progress: bool = False
+    max_steps: int
 
 
 def _run_chain(task: _ChainTask) -> dict:
     """Anneal one chain; returns plain NumPy output (picklable, small)."""
     rng = task.rng
-    x0 = task.prior.draw(rng, task.draws)
+    x0 = task.draw(rng, task.draws)
     result = anneal(
         rng,
         task.density,
@@ -139,6 +273,7 @@ def _run_chain(task: _ChainTask) -> dict:
         task.kernel,
         n_mcmc_steps=task.n_mcmc_steps,
         resample="never",
+        max_steps=task.max_steps,
     )
     idx = systematic(rng, normalized_weights(result.log_weights), task.draws)
     idx = rng.permutation(idx)  # systematic resampling returns sorted ancestors
@@ -184,15 +319,13 @@ def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress) -> list[d
                 raise ChainFailedError(f"chain {task.chain} failed: {type(err).__name__}: {err}") from err
             progress(out[-1])
         return out
+    import cloudpickle
+
     ctx = multiprocessing.get_context(mp_ctx) if isinstance(mp_ctx, str | type(None)) else mp_ctx
     results: dict[int, dict] = {}
     executor = cf.ProcessPoolExecutor(max_workers=min(cores, len(tasks)), mp_context=ctx)
     try:
-        import cloudpickle
-
-        futures = {
-            executor.submit(_run_chain_in_worker, cloudpickle.dumps(t)): t.chain for t in tasks
-        }
+        futures = {executor.submit(_run_chain_in_worker, cloudpickle.dumps(t)): t.chain for t in tasks}
         for fut in cf.as_completed(futures):
             res = fut.result()
             results[res["chain"]] = res
@@ -220,7 +353,110 @@ def _progress_printer(enabled: bool, n_chains: int, t0: float):
     return report
 
 
-# ----------------------------------------------------------------------------- entry point
+def _sample_chains(setup: _Setup, path, schedule, n_mcmc_steps, max_steps, progressbar, mp_ctx) -> tuple[list, float]:
+    tasks = [
+        _ChainTask(
+            i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, path, schedule,
+            setup.kernel, int(n_mcmc_steps), int(max_steps),
+        )
+        for i in range(setup.chains)
+    ]
+    t0 = time.perf_counter()
+    outs = _run_chains(tasks, setup.cores, mp_ctx, _progress_printer(progressbar, setup.chains, t0))
+    return outs, time.perf_counter() - t0
+
+
+def _finish(setup: _Setup, outs, attrs, extra_vars, return_inferencedata, idata_kwargs):
+    import pymc as pm
+
+    mapper = PosteriorMapper(setup.model, setup.layout, setup.compile_kwargs)
+    per_chain = [mapper(o.pop("x")) for o in outs]
+    posterior = {k: np.stack([pc[k] for pc in per_chain]) for k in mapper.names}
+    for o in outs:
+        o.pop("chain")
+    if not return_inferencedata:
+        return SamplerResult(posterior, outs, attrs, extra_vars)
+    from ..results import build_datatree
+
+    info = model_data_for_results(setup.model)
+    ik = dict(idata_kwargs or {})
+    idata = build_datatree(
+        posterior=posterior,
+        chain_stats=outs,
+        attrs=attrs,
+        coords={**info["coords"], **dict(ik.get("coords") or {})},
+        dims={**info["dims"], **dict(ik.get("dims") or {})},
+        observed_data=info["observed_data"],
+        constant_data=info["constant_data"],
+        extra_vars=extra_vars,
+    )
+    if ik.get("log_likelihood"):
+        idata = pm.compute_log_likelihood(idata, model=setup.model, extend_inferencedata=True, progressbar=False)
+    return idata
+
+
+def _pilot(setup: _Setup, schedule, n_draws: int, alpha_for_rate: float | None = None):
+    """A geometric AIS run with few particles on ``schedule`` (returns the AnnealResult)."""
+    before = setup.density.n_evals
+    res = anneal(
+        setup.aux_rng,
+        setup.density,
+        setup.draw(setup.aux_rng, n_draws),
+        make_path(0.0),
+        schedule,
+        _fresh_kernel(setup),
+    )
+    return res, setup.density.n_evals - before
+
+
+def _scale_shift(setup, alpha, scale_shift, pilot_schedule, attrs) -> float:
+    """Fix the power-mean scale shift ``c`` (ALGORITHMS.md §2) and record how."""
+    n_pilot = 0
+    if scale_shift is None:
+        scale_shift = 0.0 if float(alpha) == 0.0 else "pilot"
+    if isinstance(scale_shift, str):
+        if scale_shift != "pilot":
+            raise ValueError(f"scale_shift must be a float, 'pilot' or None, got {scale_shift!r}")
+        res, n_pilot = _pilot(setup, pilot_schedule, min(setup.draws, 256))
+        c = res.log_marginal_likelihood
+    else:
+        c = float(scale_shift)
+        if not np.isfinite(c):
+            raise ValueError(f"scale_shift must be finite, got {scale_shift!r}")
+    attrs.update({"c": c, "scale_shift": "pilot" if n_pilot else "fixed", "n_logp_evals_pilot": n_pilot})
+    return c
+
+
+# ----------------------------------------------------------------------------- sample_ais
+def _resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step):
+    kw = dict(schedule_kwargs or {})
+    if isinstance(schedule, Schedule):
+        return schedule
+    if isinstance(schedule, str):
+        key = schedule.lower()
+        if key in ADAPTIVE_SCHEDULES:
+            if kw:
+                raise TypeError("schedule_kwargs only apply to linear/sigmoid/exponential schedules")
+            cls = ESSSchedule if key == "ess" else CESSSchedule
+            return cls(0.9 if rho is None else rho, max_step=max_step, min_step=min_step)
+        if key in FIXED_SCHEDULES:
+            return make_fixed_schedule(key, _check_int(n_steps, "n_steps", 1, "e.g. n_steps=200"), **kw)
+        raise ValueError(
+            f"schedule={schedule!r} is unknown; choose one of {sorted(FIXED_SCHEDULES)}, 'ess', "
+            "'cess', 'constant_rate', or pass an increasing array of tau from 0 to 1 or a "
+            "previous result"
+        )
+    if hasattr(schedule, "children") or isinstance(schedule, SamplerResult):
+        return make_fixed_schedule(schedule_from_result(schedule))
+    if hasattr(schedule, "__array__") or isinstance(schedule, list | tuple):
+        taus = np.asarray(schedule, dtype=np.float64)
+        return make_fixed_schedule(taus, **kw)
+    raise ValueError(
+        f"schedule={schedule!r} is not understood; pass 'linear', 'sigmoid', 'exponential', "
+        "'ess', 'cess', 'constant_rate', an increasing array of tau from 0 to 1, or a previous result"
+    )
+
+
 def sample_ais(
     draws: int = 1000,
     schedule="linear",
@@ -236,28 +472,39 @@ def sample_ais(
     compile_kwargs: dict | None = None,
     *,
     model=None,
+    init="prior",
+    init_kwargs: dict | None = None,
     n_mcmc_steps: int = 1,
     kernel_kwargs: dict | None = None,
     schedule_kwargs: dict | None = None,
+    rho: float | None = None,
+    max_step: float | None = None,
+    min_step: float | None = None,
+    max_steps: int = 100_000,
     scale_shift: float | str | None = None,
     backend: str | None = None,
     mp_ctx=None,
+    **crais_kwargs,
 ):
     """Estimate the evidence ``log Z`` of a PyMC model by annealed importance sampling.
 
-    Particles are drawn from the prior, annealed along the path ``γ_τ`` (geometric for
-    ``alpha=0``, power mean otherwise) over the fixed ``schedule``, moved by a batched
-    MCMC ``kernel`` at every stage, and weighted (never resampled) so that
-    ``mean(w)`` is an unbiased estimate of ``Z``.
+    Particles are drawn from ``q0`` (the prior by default), annealed along the path ``γ_τ``
+    (geometric for ``alpha=0``, power mean otherwise) over the ``schedule``, moved by a
+    batched MCMC ``kernel`` at every step, and weighted (never resampled), so that
+    ``mean(w)`` estimates ``Z``.
 
     Parameters
     ----------
     draws : int, default 1000
         Particles per chain (``>= 2``); also the number of posterior draws per chain.
-    schedule : {"linear", "sigmoid", "exponential"} or array_like, default "linear"
-        Fixed annealing schedule, or an increasing array of τ from exactly 0 to 1.
+    schedule : str, array_like or previous result, default "linear"
+        ``"linear"``, ``"sigmoid"``, ``"exponential"`` (fixed, ``n_steps`` steps);
+        ``"ess"`` or ``"cess"`` (adaptive AIS: each step keeps ``ESS(W·incr) = ρ ESS(W)`` or
+        the conditional ESS at ``ρN``, per chain, by bisection); ``"constant_rate"`` (runs
+        :func:`sample_crais` with the remaining arguments); an increasing array of τ from
+        exactly 0 to 1; or a previous result, whose schedule is re-used.
     n_steps : int, default 200
-        Number of annealing steps of a named schedule.
+        Steps of a fixed named schedule.
     alpha : float, default 0.0
         Power-mean exponent of the path: 0 geometric, 1 arithmetic; any finite value.
     kernel : {"hmc", "rwmh"} or MutationKernel, default "hmc"
@@ -280,21 +527,35 @@ def sample_ais(
         Passed to ``pytensor.function``.
     model : pymc.Model, optional
         Defaults to the model on the context stack.
+    init : "prior", "laplace", dict or GaussianInitial, default "prior"
+        Initial distribution ``q0`` (see :func:`pymc_crais.pymc.initial.build_initial`):
+        the prior; a Student-t (or Gaussian) at the Laplace fit; or a user-given normalized
+        Gaussian ``{"mean": ..., "cov": ...}`` in the model's unconstrained coordinates.
+    init_kwargs : dict, optional
+        ``df``, ``scale``, ``family`` for ``init="laplace"``.
     n_mcmc_steps : int, default 1
         Kernel transitions per annealing step.
     kernel_kwargs : dict, optional
         Options of a named kernel (``n_leapfrog``, ``step_size``, ``target_accept``...).
     schedule_kwargs : dict, optional
-        Options of a named schedule (``scale`` for sigmoid, ``tau_min`` for exponential).
+        Options of a named fixed schedule (``scale`` for sigmoid, ``tau_min`` for exponential).
+    rho : float, optional
+        Target ratio of the ``"ess"``/``"cess"`` rules, in (0, 1) (default 0.9).
+    max_step, min_step : float, optional
+        Bounds on ``τ' − τ`` for adaptive schedules.
+    max_steps : int, default 100000
+        Cap on the number of stages of an adaptive schedule; reaching it jumps to τ = 1,
+        warns and sets ``hit_max_steps``.
     scale_shift : float, "pilot" or None, default None
         The fixed ``c`` of a power-mean path (``log Z = c + log Z_c``). ``None`` means 0 for
         ``alpha=0`` and ``"pilot"`` otherwise: ``c`` is the ``log Ẑ`` of a geometric pilot
-        run with ``min(draws, 256)`` particles and a quarter of the steps, whose model
-        evaluations are reported as ``n_logp_evals_pilot``.
+        run with ``min(draws, 256)`` particles, reported as ``n_logp_evals_pilot``.
     backend : str, optional
         PyTensor backend (``"c"``, ``"numba"``, ``"jax"``), as in ``pm.sample_smc``.
     mp_ctx : str or multiprocessing context, optional
         Start method of the worker processes.
+    **crais_kwargs
+        Only with ``schedule="constant_rate"``: arguments of :func:`sample_crais`.
 
     Returns
     -------
@@ -311,127 +572,246 @@ def sample_ais(
     ...     idata = pmc.sample_ais(draws=500, n_steps=50, random_seed=1, progressbar=False)
     >>> value, mcse = pmc.log_marginal_likelihood(idata)
     """
-    import pymc as pm
-
+    if isinstance(schedule, str) and schedule.lower() == "constant_rate":
+        return sample_crais(
+            draws=draws, alpha=alpha, kernel=kernel, chains=chains, cores=cores,
+            random_seed=random_seed, progressbar=progressbar,
+            return_inferencedata=return_inferencedata, idata_kwargs=idata_kwargs,
+            compile_kwargs=compile_kwargs, model=model, init=init, init_kwargs=init_kwargs,
+            n_mcmc_steps=n_mcmc_steps, kernel_kwargs=kernel_kwargs, max_step=max_step,
+            min_step=min_step, max_steps=max_steps, scale_shift=scale_shift, backend=backend,
+            mp_ctx=mp_ctx, n_steps=n_steps, **crais_kwargs,
+        )
+    if crais_kwargs:
+        raise TypeError(f"sample_ais got unexpected arguments {sorted(crais_kwargs)}")
     t_start = time.perf_counter()
-    model = pm.modelcontext(model)
-    draws = _check_positive_int(draws, "draws", 2, "use at least 2 particles (hundreds are typical)")
-    if cores is None:
-        cores = os.cpu_count() or 1
-    cores = _check_positive_int(cores, "cores", 1, "use cores=1 for sequential chains")
-    if chains is None:
-        chains = max(2, cores)
-    chains = _check_positive_int(chains, "chains", 1, "use chains=1 for a single run")
-    cores = min(cores, chains)
-    n_mcmc_steps = _check_positive_int(n_mcmc_steps, "n_mcmc_steps", 0, "e.g. n_mcmc_steps=1")
-    path0 = make_path(alpha, 0.0)  # validates alpha early
-    sched = _build_schedule(schedule, n_steps, schedule_kwargs)
-    mutation = make_kernel(kernel, **dict(kernel_kwargs or {}))
-    if idata_kwargs is not None:
-        unknown = set(idata_kwargs) - {"coords", "dims", "log_likelihood"}
-        if unknown:
-            raise TypeError(
-                f"idata_kwargs keys {sorted(unknown)} are not supported; use 'coords', 'dims' "
-                "or 'log_likelihood'"
-            )
-
-    layout = parameter_layout(model)
-    if layout.dim == 0:
-        raise ValueError(
-            "the model has no free random variables, so there is nothing to anneal; its "
-            "evidence is its likelihood at the fixed values"
-        )
-    if mutation.needs_gradient and layout.has_discrete:
-        raise ValueError(
-            f"kernel={mutation.name!r} needs gradients but the model has discrete free "
-            f"variables {layout.discrete_names}; use kernel='rwmh'"
-        )
-    if not has_likelihood_terms(model):
-        warnings.warn(
-            "the model has no observed variables or potentials: the evidence is exactly 1 "
-            "(log Z = 0) and the posterior equals the prior",
-            UserWarning,
-            stacklevel=2,
-        )
-
-    ckw = resolve_compile_kwargs(backend, compile_kwargs)
-    density = compile_model_density(model, gradient=mutation.needs_gradient, compile_kwargs=ckw)
-    prior = PriorSampler(model, layout, ckw)
-    chain_rngs, aux_rng = chain_generators(random_seed, chains)
-
-    attrs = {
-        "method": "ais",
-        "path": path0.name,
-        "alpha": float(alpha),
-        "init": "prior",
-        "n_mcmc_steps": n_mcmc_steps,
-        "draws": draws,
-        "vectorized": density.vectorized,
-        **{k: v for k, v in sched.describe().items()},
-        **{f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()},
-    }
-
-    # The scale shift c, fixed once for every chain (ALGORITHMS.md §2).
-    n_pilot = 0
-    if scale_shift is None:
-        scale_shift = 0.0 if path0.alpha == 0.0 else "pilot"
-    if isinstance(scale_shift, str):
-        if scale_shift != "pilot":
-            raise ValueError(f"scale_shift must be a float, 'pilot' or None, got {scale_shift!r}")
-        pilot_sched = sched
-        if isinstance(schedule, str):
-            pilot_sched = make_fixed_schedule(
-                schedule, max(n_steps // 4, 10), **dict(schedule_kwargs or {})
-            )
-        pilot_draws = min(draws, 256)
-        before = density.n_evals
-        pilot = anneal(
-            aux_rng,
-            density,
-            prior.draw(aux_rng, pilot_draws),
-            make_path(0.0),
-            pilot_sched,
-            make_kernel(kernel, **dict(kernel_kwargs or {})) if isinstance(kernel, str) else mutation,
-        )
-        n_pilot = density.n_evals - before
-        c = pilot.log_marginal_likelihood
-    else:
-        c = float(scale_shift)
-    path = make_path(alpha, c)
-    attrs.update({"c": c, "scale_shift": "pilot" if n_pilot else "fixed", "n_logp_evals_pilot": n_pilot})
-
-    tasks = [
-        _ChainTask(i, chain_rngs[i], density, prior, draws, path, sched, mutation, n_mcmc_steps)
-        for i in range(chains)
-    ]
-    t0 = time.perf_counter()
-    outs = _run_chains(tasks, cores, mp_ctx, _progress_printer(progressbar, chains, t0))
-    attrs["sampling_time"] = time.perf_counter() - t0
-    attrs["wall_time"] = time.perf_counter() - t_start
-
-    mapper = PosteriorMapper(model, layout, ckw)
-    per_chain = [mapper(o.pop("x")) for o in outs]
-    posterior = {k: np.stack([pc[k] for pc in per_chain]) for k in mapper.names}
-    for o in outs:
-        o.pop("chain")
-    if not return_inferencedata:
-        return SamplerResult(posterior, outs, attrs)
-
-    from ..results import build_datatree
-
-    info = model_data_for_results(model)
-    ik = dict(idata_kwargs or {})
-    coords = {**info["coords"], **dict(ik.get("coords") or {})}
-    dims = {**info["dims"], **dict(ik.get("dims") or {})}
-    idata = build_datatree(
-        posterior=posterior,
-        chain_stats=outs,
-        attrs=attrs,
-        coords=coords,
-        dims=dims,
-        observed_data=info["observed_data"],
-        constant_data=info["constant_data"],
+    make_path(alpha, 0.0)  # validates alpha before any compilation
+    sched = _resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
+    max_steps = _check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
+    setup = _setup(
+        model=model, draws=draws, chains=chains, cores=cores, kernel=kernel,
+        kernel_kwargs=kernel_kwargs, init=init, init_kwargs=init_kwargs,
+        random_seed=random_seed, backend=backend, compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs, n_mcmc_steps=n_mcmc_steps,
     )
-    if ik.get("log_likelihood"):
-        idata = pm.compute_log_likelihood(idata, model=model, extend_inferencedata=True, progressbar=False)
-    return idata
+    attrs = {"method": "ais", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs, **sched.describe()}
+    pilot_sched = sched
+    if isinstance(schedule, str) and schedule.lower() in FIXED_SCHEDULES:
+        pilot_sched = make_fixed_schedule(schedule, max(int(n_steps) // 4, 10), **dict(schedule_kwargs or {}))
+    c = _scale_shift(setup, alpha, scale_shift, pilot_sched, attrs)
+    outs, t_sampling = _sample_chains(setup, make_path(alpha, c), sched, n_mcmc_steps, max_steps, progressbar, mp_ctx)
+    attrs["sampling_time"] = t_sampling
+    attrs["wall_time"] = time.perf_counter() - t_start
+    return _finish(setup, outs, attrs, {}, return_inferencedata, idata_kwargs)
+
+
+# ----------------------------------------------------------------------------- sample_crais
+def sample_crais(
+    draws: int = 1000,
+    alpha: float = 0.0,
+    delta="auto",
+    n_steps: int | None = 200,
+    kernel="hmc",
+    chains: int | None = None,
+    cores: int | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    return_inferencedata: bool = True,
+    idata_kwargs: dict | None = None,
+    compile_kwargs: dict | None = None,
+    *,
+    model=None,
+    init="prior",
+    init_kwargs: dict | None = None,
+    n_tune_steps: int | None = None,
+    tune_draws: int | None = None,
+    variance: str = "unweighted",
+    min_step: float | None = 0.0,
+    max_step: float | None = 0.125,
+    v_min: float = 1e-3,
+    max_steps: int = 10_000,
+    n_mcmc_steps: int = 1,
+    kernel_kwargs: dict | None = None,
+    scale_shift: float | str | None = None,
+    backend: str | None = None,
+    mp_ctx=None,
+):
+    """Constant-Rate AIS (Goshtasbpour et al., ICML 2023): tune a schedule, then re-run.
+
+    1. **Pilot** (only when needed): a cheap geometric AIS run with ``min(draws, 256)``
+       particles on a 32-step exponential schedule. It fixes the scale shift ``c`` of a
+       power-mean path (its ``log Ẑ``) and, for ``delta="auto"``, measures the integral
+       ``T`` of the constant-rate objective along the path, so that ``δ = T / n_tune_steps``
+       gives a tuning run of about ``n_tune_steps`` steps.
+    2. **Tuning run**: ``tune_draws`` particles annealed with the constant-rate rule: each
+       step lowers the α-divergence to the target by about δ. Its schedule is kept.
+    3. **Final run**: per chain, *fresh* particles annealed on that fixed schedule —
+       interpolated to ``n_steps`` steps when ``n_steps`` is given (the schedule's shape is
+       stable across δ) — giving the reported, unbiased-for-``Z`` estimate.
+
+    Parameters
+    ----------
+    draws : int, default 1000
+        Particles per chain in the final run.
+    alpha : float, default 0.0
+        Power-mean exponent (0 geometric / inverse KL, 1 arithmetic; negative allowed).
+    delta : float or "auto", default "auto"
+        Rate δ > 0 of the tuning run (steps ∝ 1/δ; problem-scale dependent). ``"auto"``
+        derives it from the pilot so the tuning run has about ``n_tune_steps`` steps.
+    n_steps : int or None, default 200
+        Steps of the final run (the tuned schedule interpolated); ``None`` re-uses the
+        tuned schedule as it is.
+    n_tune_steps : int, optional
+        Target length of the tuning run for ``delta="auto"`` (default
+        ``max(32, n_steps // 4)``, or 64 when ``n_steps`` is None).
+    tune_draws : int, optional
+        Particles of the tuning run (default ``draws``).
+    variance : {"unweighted", "weighted"}, default "unweighted"
+        How the rate's variance is estimated (see ConstantRateSchedule).
+    min_step, max_step : float, default 0 and 1/8
+        Bounds on each tuning step ``Δτ``. ``min_step`` guards against stalls (useful for
+        α < 0 on targets much narrower than ``q0``).
+    v_min : float, default 1e-3
+        The tuning run jumps to τ = 1 once the objective's variance falls below it.
+    max_steps : int, default 10000
+        Cap on the tuning run (then it jumps to τ = 1, warns and records it).
+
+    Other parameters are as in :func:`sample_ais`.
+
+    Returns
+    -------
+    xarray.DataTree or SamplerResult
+        The final run's output (``log_marginal_likelihood`` per chain, per-stage stats on
+        the final schedule) plus ``tune_tau`` (the tuned schedule, dim ``tune_stage``) and
+        attributes ``delta``, ``n_tune_steps``, ``n_logp_evals_tune``,
+        ``n_logp_evals_pilot``. ``n_logp_evals`` counts the final run only.
+    """
+    t_start = time.perf_counter()
+    make_path(alpha, 0.0)
+    if not (isinstance(delta, str) and delta == "auto"):
+        if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not (np.isfinite(delta) and delta > 0):
+            raise ValueError(f"delta must be a positive number or 'auto', got {delta!r}")
+    if n_steps is not None:
+        n_steps = _check_int(n_steps, "n_steps", 1, "or n_steps=None to keep the tuned schedule")
+    if n_tune_steps is None:
+        n_tune_steps = max(32, n_steps // 4) if n_steps is not None else 64
+    n_tune_steps = _check_int(n_tune_steps, "n_tune_steps", 2, "e.g. n_tune_steps=64")
+    max_steps = _check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
+    ConstantRateSchedule(1.0, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min)  # validate
+    setup = _setup(
+        model=model, draws=draws, chains=chains, cores=cores, kernel=kernel,
+        kernel_kwargs=kernel_kwargs, init=init, init_kwargs=init_kwargs,
+        random_seed=random_seed, backend=backend, compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs, n_mcmc_steps=n_mcmc_steps,
+    )
+    tune_draws = setup.draws if tune_draws is None else _check_int(tune_draws, "tune_draws", 2, "e.g. tune_draws=512")
+    attrs = {"method": "crais", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs}
+
+    # 1. pilot: c for α ≠ 0 and the rate integral for delta="auto"
+    if isinstance(scale_shift, str) and scale_shift != "pilot":
+        raise ValueError(f"scale_shift must be a float, 'pilot' or None, got {scale_shift!r}")
+    need_c = (scale_shift is None and float(alpha) != 0.0) or scale_shift == "pilot"
+    n_pilot = 0
+    c = 0.0
+    if need_c or delta == "auto":
+        pilot_sched = make_fixed_schedule(exponential_schedule(32, tau_min=1e-6))
+        probe = _RateProbe(alpha)
+        before = setup.density.n_evals
+        pres = anneal(
+            setup.aux_rng, setup.density, setup.draw(setup.aux_rng, min(setup.draws, 256)),
+            make_path(0.0), probe.wrap(pilot_sched), _fresh_kernel(setup),
+        )
+        n_pilot = setup.density.n_evals - before
+        if need_c:
+            c = pres.log_marginal_likelihood
+        probe.c = c
+    if not need_c and scale_shift is not None:
+        c = float(scale_shift)
+    attrs.update({"c": c, "scale_shift": "pilot" if need_c else "fixed", "n_logp_evals_pilot": n_pilot})
+    path = make_path(alpha, c)
+
+    if delta == "auto":
+        total = probe.integral(c)
+        delta_value = max(total / n_tune_steps, 1e-12)
+    else:
+        delta_value = float(delta)
+
+    # 2. tuning run
+    tune_sched = ConstantRateSchedule(delta_value, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min)
+    before = setup.density.n_evals
+    tres = anneal(
+        setup.aux_rng, setup.density, setup.draw(setup.aux_rng, tune_draws), path, tune_sched,
+        _fresh_kernel(setup), n_mcmc_steps=n_mcmc_steps, max_steps=max_steps,
+    )
+    n_tune = setup.density.n_evals - before
+    tuned = np.concatenate([[0.0], tres.stages["tau"]])
+    final = tuned if n_steps is None else interpolate_schedule(tuned, n_steps)
+    attrs.update(
+        {
+            "schedule": "constant_rate",
+            "delta": delta_value,
+            "delta_mode": "auto" if delta == "auto" else "given",
+            "variance": variance,
+            "min_step": float(min_step or 0.0),
+            "max_step": float(max_step if max_step is not None else 1.0),
+            "v_min": float(v_min),
+            "n_tune_steps": int(tuned.size - 1),
+            "n_tune_steps_target": int(n_tune_steps),
+            "tune_draws": tune_draws,
+            "tune_log_marginal_likelihood": tres.log_marginal_likelihood,
+            "tune_hit_max_steps": tres.hit_max_steps,
+            "n_logp_evals_tune": n_tune,
+            "interpolated": n_steps is not None,
+            "n_steps": int(final.size - 1),
+        }
+    )
+
+    # 3. final run: fresh particles per chain on the fixed schedule
+    outs, t_sampling = _sample_chains(
+        setup, path, FixedSchedule(final, name="constant_rate"), n_mcmc_steps, final.size, progressbar, mp_ctx
+    )
+    attrs["sampling_time"] = t_sampling
+    attrs["wall_time"] = time.perf_counter() - t_start
+    extra = {"tune_tau": (("tune_stage",), tres.stages["tau"])}
+    return _finish(setup, outs, attrs, extra, return_inferencedata, idata_kwargs)
+
+
+class _RateProbe:
+    """Records the constant-rate integrand along a pilot run on a fixed schedule."""
+
+    def __init__(self, alpha: float):
+        self.alpha = float(alpha)
+        self.c = 0.0
+        self.samples = []  # (tau, delta array, log_weights array)
+
+    def wrap(self, schedule):
+        probe = self
+
+        class _Recording(Schedule):
+            name = schedule.name
+
+            def next_tau(self, stage, tau, state, log_weights, path):
+                probe.samples.append((tau, state.delta.copy(), np.array(log_weights, dtype=float)))
+                return schedule.next_tau(stage, tau, state, log_weights, path)
+
+        return _Recording()
+
+    def integral(self, c: float) -> float:
+        """``T ≈ ∫ v r^α / (1 − τ) dτ`` by the trapezoid rule in ``log τ`` (plus [0, τ_1])."""
+        path = make_path(self.alpha, c)
+        rate = ConstantRateSchedule(1.0, variance="unweighted")
+        from ..core.particles import ParticleState
+
+        taus, vals = [], []
+        for tau, delta, log_w in self.samples:
+            state = ParticleState(np.zeros((delta.size, 1)), np.zeros(delta.size), delta)
+            v, log_r = rate.rate_statistics(tau, state, log_w, path)
+            taus.append(tau)
+            vals.append(v * np.exp(min(self.alpha * log_r, 700.0)) / max(1.0 - tau, 1e-300))
+        taus, vals = np.asarray(taus), np.asarray(vals)
+        head = vals[0] * taus[1] if taus.size > 1 else vals[0]
+        lt = np.log(taus[1:])
+        body = np.trapezoid(vals[1:] * taus[1:], lt) if taus.size > 2 else 0.0
+        # the last recorded τ is < 1; the integrand there covers the rest
+        tail = vals[-1] * (1.0 - taus[-1]) if taus.size > 1 else 0.0
+        return float(head + body + tail)
