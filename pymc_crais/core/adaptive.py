@@ -191,7 +191,10 @@ class ConstantRateSchedule(Schedule):
         tau_new = -np.expm1(log_beta)
         step = min(max(tau_new - tau, self.min_step), self.max_step)
         step = max(step, 4.0 * np.spacing(tau) if tau > 0 else 1e-300)  # representable progress
-        return float(min(1.0, tau + step))
+        tau_new = tau + step
+        # within 1e-10 of the end the remaining path is negligible: finish rather than
+        # creating steps that round to nothing
+        return 1.0 if tau_new > 1.0 - 1e-10 else float(tau_new)
 
     def describe(self) -> dict:
         return {

@@ -736,13 +736,28 @@ def sample_crais(
     else:
         delta_value = float(delta)
 
-    # 2. tuning run
-    tune_sched = ConstantRateSchedule(delta_value, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min)
+    # 2. tuning run; with delta="auto" its length is checked against the target and δ
+    #    rescaled (the number of steps is about proportional to 1/δ) at most 3 times
     before = setup.density.n_evals
-    tres = anneal(
-        setup.aux_rng, setup.density, setup.draw(setup.aux_rng, tune_draws), path, tune_sched,
-        _fresh_kernel(setup), n_mcmc_steps=n_mcmc_steps, max_steps=max_steps,
-    )
+    attempts = []
+    for attempt in range(4 if delta == "auto" else 1):
+        cap = max_steps if delta != "auto" else min(max_steps, 4 * n_tune_steps)
+        tune_sched = ConstantRateSchedule(delta_value, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min)
+        with warnings.catch_warnings():
+            if delta == "auto" and attempt < 3:
+                warnings.filterwarnings("ignore", message="max_steps=", category=RuntimeWarning)
+            tres = anneal(
+                setup.aux_rng, setup.density, setup.draw(setup.aux_rng, tune_draws), path, tune_sched,
+                _fresh_kernel(setup), n_mcmc_steps=n_mcmc_steps, max_steps=cap,
+            )
+        attempts.append((delta_value, tres.n_stages))
+        if delta != "auto":
+            break
+        m = tres.n_stages
+        clipped = np.mean(np.diff(np.concatenate([[0.0], tres.stages["tau"]])) >= (max_step or 1.0) * (1 - 1e-9))
+        if (n_tune_steps / 2 <= m <= 2 * n_tune_steps and not tres.hit_max_steps) or (m < n_tune_steps and clipped > 0.5):
+            break  # on target, or too short only because max_step clips most steps
+        delta_value *= (4.0 if tres.hit_max_steps else m / n_tune_steps)
     n_tune = setup.density.n_evals - before
     tuned = np.concatenate([[0.0], tres.stages["tau"]])
     final = tuned if n_steps is None else interpolate_schedule(tuned, n_steps)
@@ -757,6 +772,7 @@ def sample_crais(
             "v_min": float(v_min),
             "n_tune_steps": int(tuned.size - 1),
             "n_tune_steps_target": int(n_tune_steps),
+            "n_tune_attempts": len(attempts),
             "tune_draws": tune_draws,
             "tune_log_marginal_likelihood": tres.log_marginal_likelihood,
             "tune_hit_max_steps": tres.hit_max_steps,

@@ -1,0 +1,195 @@
+"""CR-AIS, adaptive AIS and initial distributions through the PyMC entry points."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.core.schedules import interpolate_schedule
+
+from . import exact_models as em
+
+QUICK = dict(chains=4, cores=1, progressbar=False)
+
+
+def _check(idata, log_z, max_mcse):
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert 0 < mcse < max_mcse
+    assert abs(value - log_z) <= 4 * mcse + 0.02, (value, log_z, mcse)
+
+
+@pytest.mark.parametrize(
+    "alpha,extra",
+    [
+        (-0.5, dict(delta=0.5, min_step=1e-3)),  # α < 0: explicit δ and a stall guard
+        (0.0, {}),
+        (0.5, {}),
+        (1.0, {}),
+        (2.0, {}),
+    ],
+)
+@pytest.mark.parametrize("builder", [em.normal_mean, em.beta_binomial])
+def test_crais_exact_evidence_over_alpha(builder, alpha, extra):
+    case = builder()
+    idata = pmc.sample_crais(draws=1000, alpha=alpha, random_seed=11, model=case.model, **QUICK, **extra)
+    _check(idata, case.log_z, 0.06)
+    attrs = idata.sample_stats.attrs
+    assert attrs["method"] == "crais" and attrs["alpha"] == alpha
+    assert attrs["n_logp_evals_tune"] > 0 and int(idata.sample_stats.n_stages[0]) == 200
+
+
+def test_crais_linear_regression_and_mixture():
+    for case, max_mcse in ((em.linear_regression(), 0.15), (em.gaussian_mixture_potential(), 0.06)):
+        idata = pmc.sample_crais(draws=1000, random_seed=5, model=case.model, **QUICK)
+        _check(idata, case.log_z, max_mcse)
+
+
+def test_auto_delta_targets_tuning_length():
+    case = em.linear_regression()
+    for target in (24, 96):
+        res = pmc.sample_crais(
+            draws=300, n_tune_steps=target, n_steps=50, random_seed=2, model=case.model,
+            return_inferencedata=False, **{**QUICK, "chains": 1},
+        )
+        assert target / 2 <= res.attrs["n_tune_steps"] <= 2 * target
+
+
+def test_narrow_target_gets_longer_tuned_schedule():
+    wide = em.normal_mean(n=5, sigma=2.0)
+    narrow = em.normal_mean(n=500, sigma=0.5)
+    lengths = []
+    for case in (wide, narrow):
+        res = pmc.sample_crais(
+            draws=300, delta=0.5, n_steps=None, random_seed=3, model=case.model,
+            return_inferencedata=False, **{**QUICK, "chains": 1},
+        )
+        lengths.append(res.attrs["n_tune_steps"])
+    assert lengths[1] > 2 * lengths[0]
+
+
+def test_final_run_is_fresh_and_uses_the_interpolated_schedule():
+    case = em.normal_mean()
+    idata = pmc.sample_crais(draws=500, n_steps=77, random_seed=4, model=case.model, **QUICK)
+    st = idata.sample_stats
+    tuned = np.concatenate([[0.0], st["tune_tau"].values])
+    expected = interpolate_schedule(tuned, 77)
+    for chain in range(4):
+        np.testing.assert_array_equal(st["tau"].values[chain], expected[1:])
+    # the reported estimates come from fresh particles, not the tuning particles
+    lml = st["log_marginal_likelihood"].values
+    assert st.attrs["tune_log_marginal_likelihood"] not in set(lml)
+    assert len(set(lml)) == 4
+    assert st.attrs["n_steps"] == 77 and st.attrs["interpolated"] == 1
+    assert (st["n_logp_evals"].values == 500 * (1 + 77 * 3)).all()
+
+
+def test_schedule_can_be_reused_from_a_result():
+    case = em.normal_mean()
+    first = pmc.sample_crais(draws=300, n_steps=40, random_seed=6, model=case.model, **QUICK)
+    again = pmc.sample_ais(draws=300, schedule=first, random_seed=7, model=case.model, **QUICK)
+    np.testing.assert_array_equal(pmc.schedule_from_result(again), pmc.schedule_from_result(first))
+    _check(again, case.log_z, 0.1)
+    assert "n_logp_evals_tune" not in again.sample_stats.attrs
+
+
+def test_sample_ais_constant_rate_delegates():
+    case = em.normal_mean()
+    idata = pmc.sample_ais(draws=300, schedule="constant_rate", n_steps=60, random_seed=8, model=case.model, **QUICK)
+    assert idata.sample_stats.attrs["method"] == "crais"
+    assert int(idata.sample_stats.n_stages[0]) == 60
+
+
+@pytest.mark.parametrize("rule", ["ess", "cess"])
+def test_adaptive_ais(rule):
+    case = em.normal_mean()
+    idata = pmc.sample_ais(draws=1000, schedule=rule, rho=0.97, random_seed=9, model=case.model, **QUICK)
+    st = idata.sample_stats
+    assert st.attrs["schedule"] == rule and st.attrs["rho"] == 0.97
+    assert (st["n_stages"].values > 5).all()
+    _check(idata, case.log_z, 0.06)
+    if rule == "ess":  # each step keeps ESS(W·incr) = ρ ESS(W) until the final jump to 1
+        ess = st["ess"].values[0, : int(st["n_stages"].values[0]) - 1]
+        ratios = ess[1:] / ess[:-1]
+        np.testing.assert_allclose(ratios, 0.97, atol=1e-4)
+
+
+def test_laplace_initial_distribution():
+    case = em.linear_regression()
+    idata = pmc.sample_crais(draws=1000, init="laplace", random_seed=10, model=case.model, **QUICK)
+    _check(idata, case.log_z, 0.02)
+    attrs = idata.sample_stats.attrs
+    assert attrs["init"] == "laplace" and attrs["laplace_converged"] == 1
+    # the Laplace approximation of log Z is exact for a Gaussian posterior
+    assert abs(attrs["laplace_log_evidence"] - case.log_z) < 1e-4
+
+
+def test_user_gaussian_initial_distribution_exact_posterior():
+    """q0 = the exact posterior (a Gaussian here): every weight equals Z, zero variance."""
+    case = em.linear_regression()
+    rng = np.random.default_rng(1)
+    X = case.model["X"].get_value()
+    y = case.model.rvs_to_values[case.model["y"]].data
+    prec = X.T @ X / 0.5**2 + np.eye(5)
+    cov = np.linalg.inv(prec)
+    mean = cov @ X.T @ y / 0.5**2
+    idata = pmc.sample_ais(
+        draws=200, n_steps=5, init={"mean": mean, "cov": cov}, random_seed=rng, model=case.model, **QUICK
+    )
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert abs(value - case.log_z) < 1e-6 and mcse < 1e-6
+
+
+def test_student_t_initial_distribution():
+    case = em.normal_mean()
+    q0 = pmc.StudentTInitial(np.array([0.5]), np.array([[1.0]]), df=3.0)
+    idata = pmc.sample_ais(draws=1000, n_steps=30, init=q0, random_seed=12, model=case.model, **QUICK)
+    _check(idata, case.log_z, 0.05)
+    assert idata.sample_stats.attrs["init"] == "student_t"
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        (dict(delta=0.0), ValueError, "delta"),
+        (dict(delta=-1.0), ValueError, "delta"),
+        (dict(delta="big"), ValueError, "delta"),
+        (dict(min_step=0.3, max_step=0.2), ValueError, "min_step"),
+        (dict(max_steps=0), ValueError, "max_steps"),
+        (dict(alpha=np.nan), ValueError, "alpha"),
+        (dict(variance="robust"), ValueError, "variance"),
+        (dict(n_steps=0), ValueError, "n_steps"),
+        (dict(init="vi"), ValueError, "init"),
+        (dict(init={"mean": [0.0, 1.0], "cov": np.eye(2)}), ValueError, "dimension"),
+        (dict(init="laplace", init_kwargs={"family": "cauchy"}), ValueError, "family"),
+        (dict(scale_shift="auto", alpha=1.0), ValueError, "scale_shift"),
+    ],
+)
+def test_crais_bad_arguments(kwargs, exc, match):
+    case = em.normal_mean()
+    with pytest.raises(exc, match=match):
+        pmc.sample_crais(draws=50, model=case.model, **QUICK, **kwargs)
+
+
+@pytest.mark.parametrize("rho", [0.0, 1.0, 1.5])
+def test_adaptive_rho_out_of_range(rho):
+    with pytest.raises(ValueError, match="rho"):
+        pmc.sample_ais(draws=50, schedule="cess", rho=rho, model=em.normal_mean().model, **QUICK)
+
+
+def test_max_steps_hit_warns_and_records():
+    case = em.normal_mean()
+    with pytest.warns(RuntimeWarning, match="max_steps=3"):
+        idata = pmc.sample_ais(draws=100, schedule="cess", rho=0.999, max_steps=3, random_seed=0, model=case.model, **{**QUICK, "chains": 1})
+    assert bool(idata.sample_stats["hit_max_steps"].values[0])
+    assert idata.sample_stats["tau"].values[0, -1] == 1.0
+
+
+def test_discrete_model_refuses_laplace():
+    import pymc as pm
+
+    with pm.Model() as model:
+        pm.Poisson("k", 3.0)
+        pm.Normal("y", 0.0, 1.0, observed=[0.0])
+    with pytest.raises(ValueError, match="init='prior'"):
+        pmc.sample_ais(draws=50, kernel="rwmh", init="laplace", model=model, **QUICK)
