@@ -14,6 +14,7 @@ from .core.anneal import WeightsVanishedError
 from .pymc.compile import PerParticleFallbackWarning
 from .core.initial import GaussianInitial, StudentTInitial
 from .pymc.sampling import ChainFailedError, SamplerResult, sample_ais, sample_crais, schedule_from_result
+from .pymc.smc import sample_smc
 from .results import log_marginal_likelihood
 
 __version__ = "0.1.0"
@@ -29,5 +30,6 @@ __all__ = [
     "log_marginal_likelihood",
     "sample_ais",
     "sample_crais",
+    "sample_smc",
     "schedule_from_result",
 ]

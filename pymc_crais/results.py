@@ -6,7 +6,8 @@ PyMC model) and returns the same container type ``pm.sample_smc`` returns on PyM
 * ``posterior``: ``(chain, draw, ...)`` equal-weight draws resampled from the final
   weighted particles;
 * ``sample_stats``: ``log_marginal_likelihood`` and its within-chain MCSE per chain,
-  per-stage ``tau``/``ess``/``acceptance_rate``/``log_z_increment`` on a ``stage`` dim
+  per-stage ``tau``/``ess``/``acceptance_rate``/``log_z_increment``/``mcmc_steps`` on a
+  ``stage`` dim
   (NaN-padded, with ``n_stages``), ``n_logp_evals``, the final ``log_weights``
   ``(chain, draw)``; attributes naming the method, path, α, ``c``, schedule and kernel;
 * ``observed_data`` and ``constant_data`` when the model has them.
@@ -123,7 +124,7 @@ def build_datatree(
 
     post = _dataset_from_arrays(posterior, coords, dims, ["chain", "draw"], all_attrs)
 
-    stage_keys = ("tau", "ess", "acceptance_rate", "log_z_increment")
+    stage_keys = ("tau", "ess", "acceptance_rate", "log_z_increment", "mcmc_steps")
     n_stages = np.array([cs["tau"].size for cs in chain_stats], dtype=np.int64)
     data_vars = {
         "log_marginal_likelihood": (

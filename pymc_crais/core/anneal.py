@@ -57,6 +57,7 @@ class StageRecord:
     ess: list = field(default_factory=list)
     acceptance_rate: list = field(default_factory=list)
     log_z_increment: list = field(default_factory=list)
+    mcmc_steps: list = field(default_factory=list)
     resampled: list = field(default_factory=list)
 
     def as_arrays(self) -> dict[str, np.ndarray]:
@@ -83,7 +84,8 @@ class AnnealResult:
         :func:`pymc_crais.core.weights.log_z_relative_variance`), summed over the segments
         between resamplings. Ignores the dependence that resampling induces.
     stages : dict of numpy.ndarray
-        ``tau``, ``ess``, ``acceptance_rate``, ``log_z_increment``, ``resampled``.
+        ``tau``, ``ess``, ``acceptance_rate``, ``log_z_increment``, ``mcmc_steps``,
+        ``resampled``.
     n_logp_evals : int
         Particle-evaluations of the model (initial population included).
     c : float
@@ -107,6 +109,17 @@ class AnnealResult:
         return int(self.stages["tau"].size)
 
 
+def mean_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over coordinates of the Pearson correlation between two populations' columns."""
+    ac = a - a.mean(axis=0)
+    bc = b - b.mean(axis=0)
+    den = np.sqrt(np.sum(ac * ac, axis=0) * np.sum(bc * bc, axis=0))
+    ok = den > 0
+    if not ok.any():
+        return 0.0
+    return float(np.mean(np.sum(ac * bc, axis=0)[ok] / den[ok]))
+
+
 def _segment_variance(log_w: np.ndarray) -> float:
     n = log_w.size
     e = ess_from_log_weights(log_w)
@@ -121,7 +134,9 @@ def anneal(
     schedule: Schedule,
     kernel: MutationKernel,
     *,
-    n_mcmc_steps: int = 1,
+    n_mcmc_steps: int | str = 1,
+    max_mcmc_steps: int = 20,
+    correlation_threshold: float = 0.01,
     resample: str = "never",
     threshold: float = 0.5,
     resampler: str = "systematic",
@@ -145,8 +160,15 @@ def anneal(
         Chooses each next τ.
     kernel : MutationKernel
         Mutation kernel (tuned between stages).
-    n_mcmc_steps : int, default 1
-        Kernel transitions per stage.
+    n_mcmc_steps : int or "auto", default 1
+        Kernel transitions per stage. ``"auto"`` moves until the mean correlation between
+        the particles and their positions at the start of the stage drops by less than
+        ``correlation_threshold`` in one transition (or below 0.1), at most
+        ``max_mcmc_steps`` times (PyMC's rule).
+    max_mcmc_steps : int, default 20
+        Cap of the ``"auto"`` rule.
+    correlation_threshold : float, default 0.01
+        Threshold of the ``"auto"`` rule.
     resample : {"never", "always", "ess"}, default "never"
         ``"never"`` is AIS; ``"ess"`` resamples when the ESS falls below ``threshold · N``.
     threshold : float, default 0.5
@@ -170,8 +192,16 @@ def anneal(
         raise ValueError(f"resample={resample!r} is unknown; choose one of {RESAMPLE_POLICIES}")
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    if int(n_mcmc_steps) != n_mcmc_steps or n_mcmc_steps < 0:
-        raise ValueError(f"n_mcmc_steps must be a non-negative integer, got {n_mcmc_steps}")
+    auto_steps = isinstance(n_mcmc_steps, str)
+    if auto_steps:
+        if n_mcmc_steps != "auto":
+            raise ValueError(f"n_mcmc_steps must be an integer or 'auto', got {n_mcmc_steps!r}")
+        if int(max_mcmc_steps) != max_mcmc_steps or max_mcmc_steps < 1:
+            raise ValueError(f"max_mcmc_steps must be a positive integer, got {max_mcmc_steps}")
+        if not 0.0 <= correlation_threshold < 1.0:
+            raise ValueError(f"correlation_threshold must be in [0, 1), got {correlation_threshold}")
+    elif int(n_mcmc_steps) != n_mcmc_steps or n_mcmc_steps < 0:
+        raise ValueError(f"n_mcmc_steps must be a non-negative integer or 'auto', got {n_mcmc_steps}")
     if int(max_steps) != max_steps or max_steps < 1:
         raise ValueError(f"max_steps must be a positive integer, got {max_steps}")
     resample_fn = get_resampler(resampler)
@@ -228,14 +258,24 @@ def anneal(
 
         params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
         acc = []
-        for _ in range(int(n_mcmc_steps)):
+        n_moves = int(max_mcmc_steps) if auto_steps else int(n_mcmc_steps)
+        x_start, prev_corr = state.x, 1.0
+        for k in range(n_moves):
+            if k > 0:  # re-tune between moves too: few stages would otherwise never adapt
+                params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
             state, info = kernel.step(rng, state, density, path, tau_new, params)
             acc.append(info.acceptance_rate)
+            if auto_steps:
+                corr = mean_correlation(x_start, state.x)
+                if prev_corr - corr < correlation_threshold or corr < 0.1:
+                    break
+                prev_corr = corr
 
         rec.tau.append(tau_new)
         rec.ess.append(stage_ess)
         rec.acceptance_rate.append(float(np.mean(acc)) if acc else np.nan)
         rec.log_z_increment.append(log_z_inc)
+        rec.mcmc_steps.append(len(acc))
         rec.resampled.append(do_resample)
         if callback is not None:
             callback(stage, tau_new, stage_ess, rec.acceptance_rate[-1])

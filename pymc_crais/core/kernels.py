@@ -27,6 +27,8 @@ from .weights import normalized_weights
 
 __all__ = [
     "HMC",
+    "MALA",
+    "IndependentMetropolis",
     "KERNELS",
     "KernelInfo",
     "MutationKernel",
@@ -292,7 +294,132 @@ class HMC(MutationKernel):
         }
 
 
-KERNELS = {"hmc": HMC, "rwmh": RandomWalkMetropolis, "mh": RandomWalkMetropolis}
+@dataclass(frozen=True)
+class IMHParams:
+    """Gaussian independence proposal ``N(mean, L Lᵀ)``."""
+
+    mean: np.ndarray
+    chol: np.ndarray
+
+    def log_proposal(self, x: np.ndarray) -> np.ndarray:
+        """Log-density of the proposal at the rows of ``x`` (normalizing constant omitted)."""
+        from scipy.linalg import solve_triangular
+
+        z = solve_triangular(self.chol, (x - self.mean).T, lower=True).T
+        return -0.5 * np.sum(z * z, axis=1)
+
+
+class IndependentMetropolis(MutationKernel):
+    """Independent Metropolis-Hastings with a Gaussian fitted to the population (PyMC's default).
+
+    The proposal's mean and covariance are the (weighted) moments of the population at the
+    start of the stage, the covariance inflated by ``scale²``; the acceptance ratio includes
+    the proposal densities, so the move is exact for any fit.
+
+    Parameters
+    ----------
+    scale : float, default 1.0
+        Inflation of the fitted standard deviations.
+    """
+
+    name = "imh"
+    needs_gradient = False
+
+    def __init__(self, scale: float = 1.0):
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be positive, got {scale}")
+        self.scale = float(scale)
+
+    def _fit(self, state, log_weights) -> IMHParams:
+        w = _moments_weights(log_weights)
+        mean = state.x.mean(axis=0) if w is None else w @ state.x
+        chol = _cholesky(particle_covariance(state.x, w)) * self.scale
+        return IMHParams(mean, chol)
+
+    def init(self, state):
+        return self._fit(state, None)
+
+    def tune(self, params, state, info, log_weights=None):
+        return self._fit(state, log_weights)
+
+    def step(self, rng, state, density, path, tau, params: IMHParams):
+        x_new = params.mean + rng.standard_normal(state.x.shape) @ params.chol.T
+        proposal = ParticleState.evaluate(density, x_new, gradient=False)
+        with np.errstate(invalid="ignore"):
+            log_ratio = (proposal.log_density(path, tau) - params.log_proposal(x_new)) - (
+                state.log_density(path, tau) - params.log_proposal(state.x)
+            )
+        accept, acc = _accept(rng, log_ratio)
+        return state.where(accept, proposal), KernelInfo(acc, state.n)
+
+    def describe(self) -> dict:
+        return {"kernel": self.name, "scale": self.scale}
+
+
+class MALA(MutationKernel):
+    """Metropolis-adjusted Langevin with a diagonal preconditioner (the particle variances).
+
+    Proposal ``x' = x + ½ε² M⁻¹∇log γ(x) + ε M^{-1/2} z``; the step size is adapted stage to
+    stage towards ``target_accept`` (0.574).
+    """
+
+    name = "mala"
+    needs_gradient = True
+
+    def __init__(self, step_size: float | None = None, target_accept: float = 0.574, adapt_rate: float = 1.0):
+        if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"step_size must be positive and finite, got {step_size}")
+        if not 0.0 < target_accept < 1.0:
+            raise ValueError(f"target_accept must be in (0, 1), got {target_accept}")
+        self.step_size = step_size
+        self.target_accept = float(target_accept)
+        self.adapt_rate = float(adapt_rate)
+
+    def init(self, state):
+        eps = self.step_size if self.step_size is not None else 1.0 * state.dim ** (-1.0 / 6.0)
+        return HMCParams(float(eps), particle_variance(state.x))
+
+    def tune(self, params, state, info, log_weights=None):
+        w = _moments_weights(log_weights)
+        eps = params.step_size
+        if info is not None:
+            eps = float(np.clip(eps * np.exp(self.adapt_rate * (info.acceptance_rate - self.target_accept)), 1e-6, 10.0))
+        return HMCParams(eps, particle_variance(state.x, w))
+
+    @staticmethod
+    def _log_q(x_to, x_from, grad_from, eps, inv_mass):
+        mean = x_from + 0.5 * eps**2 * inv_mass * grad_from
+        r = x_to - mean
+        return -0.5 * np.sum(r * r / (eps**2 * inv_mass), axis=1)
+
+    def step(self, rng, state, density, path, tau, params: HMCParams):
+        eps, inv_mass = params.step_size, params.inv_mass
+        g = state.grad_log_density(path, tau)
+        x_new = state.x + 0.5 * eps**2 * inv_mass * g + eps * np.sqrt(inv_mass) * rng.standard_normal(state.x.shape)
+        proposal = ParticleState.evaluate(density, x_new, gradient=True)
+        g_new = proposal.grad_log_density(path, tau)
+        with np.errstate(invalid="ignore"):
+            log_ratio = (
+                proposal.log_density(path, tau)
+                + self._log_q(state.x, x_new, g_new, eps, inv_mass)
+                - state.log_density(path, tau)
+                - self._log_q(x_new, state.x, g, eps, inv_mass)
+            )
+        log_ratio = np.where(np.isfinite(x_new).all(axis=1), log_ratio, -np.inf)
+        accept, acc = _accept(rng, log_ratio)
+        return state.where(accept, proposal), KernelInfo(acc, state.n)
+
+    def describe(self) -> dict:
+        return {"kernel": self.name, "target_accept": self.target_accept}
+
+
+KERNELS = {
+    "hmc": HMC,
+    "rwmh": RandomWalkMetropolis,
+    "mh": RandomWalkMetropolis,
+    "imh": IndependentMetropolis,
+    "mala": MALA,
+}
 
 
 def make_kernel(kernel, **kwargs) -> MutationKernel:

@@ -290,16 +290,16 @@ def _run_chain(task: _ChainTask) -> dict:
 
 
 def _run_chain_in_worker(payload: bytes) -> dict:
-    """Worker entry: tasks travel as cloudpickle bytes (compiled graphs with
+    """Worker entry: ``(runner, task)`` travel as cloudpickle bytes (compiled graphs with
     ``OpFromGraph`` gradients do not pickle with the standard pickler)."""
     import cloudpickle
 
-    task = cloudpickle.loads(payload)
+    runner, task = cloudpickle.loads(payload)
     try:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1):
-            return _run_chain(task)
+            return runner(task)
     except BaseException as err:  # carry the worker's traceback to the caller as text
         raise ChainFailedError(
             f"chain {task.chain} failed with {type(err).__name__}: {err}\n"
@@ -307,12 +307,13 @@ def _run_chain_in_worker(payload: bytes) -> dict:
         ) from None
 
 
-def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress) -> list[dict]:
+def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress, runner=None) -> list[dict]:
+    runner = _run_chain if runner is None else runner
     if cores <= 1 or len(tasks) == 1:
         out = []
         for task in tasks:
             try:
-                out.append(_run_chain(task))
+                out.append(runner(task))
             except Exception as err:
                 if len(tasks) == 1:
                     raise
@@ -325,7 +326,10 @@ def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress) -> list[d
     results: dict[int, dict] = {}
     executor = cf.ProcessPoolExecutor(max_workers=min(cores, len(tasks)), mp_context=ctx)
     try:
-        futures = {executor.submit(_run_chain_in_worker, cloudpickle.dumps(t)): t.chain for t in tasks}
+        futures = {
+            executor.submit(_run_chain_in_worker, cloudpickle.dumps((runner, t))): t.chain
+            for t in tasks
+        }
         for fut in cf.as_completed(futures):
             res = fut.result()
             results[res["chain"]] = res
