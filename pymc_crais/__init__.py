@@ -15,11 +15,14 @@ from .pymc.compile import PerParticleFallbackWarning
 from .core.initial import GaussianInitial, StudentTInitial
 from .pymc.sampling import ChainFailedError, SamplerResult, sample_ais, sample_crais, schedule_from_result
 from .pymc.smc import sample_smc
+from .pymc.smc_kernels import CRSMC, BatchedSMC
 from .results import log_marginal_likelihood
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CRSMC",
+    "BatchedSMC",
     "ChainFailedError",
     "GaussianInitial",
     "PerParticleFallbackWarning",

@@ -91,8 +91,11 @@ class PriorSampler:
         n : int
             Number of particles.
         """
-        for var, child in zip(self._rng_vars, rng.spawn(len(self._rng_vars)), strict=True):
-            var.set_value(child, borrow=True)
+        # Child seeds come from rng's *state*: rng.spawn() would use its SeedSequence, which
+        # generators rebuilt from a state (as pm.sample_smc's workers do) can share.
+        seeds = rng.integers(0, 2**63, size=(len(self._rng_vars), 2))
+        for var, seed in zip(self._rng_vars, seeds, strict=True):
+            var.set_value(np.random.default_rng(seed), borrow=True)
         if self.vectorized:
             x = np.asarray(self._fn(n), dtype=np.float64)
         else:

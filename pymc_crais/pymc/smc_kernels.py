@@ -1,0 +1,218 @@
+"""Drop-in kernels for ``pm.sample_smc(kernel=...)`` that evaluate all particles at once.
+
+``pm.sample_smc`` calls its kernel's hooks every stage: ``update_beta_and_weights``,
+``resample``, ``tune``, ``mutate``. PyMC's own kernels evaluate the compiled log-density
+once per particle in a Python loop. These subclasses keep PyMC's driver, output and
+multiprocessing, but
+
+* draw the initial particles from the prior with one vectorized call (ignoring custom
+  ``initval``s, which would otherwise place every particle on the same point and make
+  ``log Z`` wrong),
+* evaluate prior and likelihood (and gradients) of the whole population in one call,
+* mutate with a batched pymc_crais kernel (``"hmc"`` default, ``"rwmh"``, ``"imh"``,
+  ``"mala"``), moving until the correlation with the stage's start stops falling.
+
+:class:`BatchedSMC` keeps PyMC's ESS-based tempering (``threshold``); :class:`CRSMC` picks
+each next β with the constant-rate rule (CR-SMC).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pymc.smc.kernels import SMC_KERNEL
+
+from ..core.adaptive import ConstantRateSchedule
+from ..core.anneal import anneal, mean_correlation
+from ..core.kernels import make_kernel
+from ..core.particles import ParticleState
+from ..core.paths import make_path
+from ..core.schedules import make_fixed_schedule
+from ..core.weights import logsumexp
+from .compile import compile_model_density, parameter_layout
+from .init import PriorSampler
+
+__all__ = ["BatchedSMC", "CRSMC"]
+
+
+class BatchedSMC(SMC_KERNEL):
+    """ESS-adaptive tempering (as PyMC's IMH/MH kernels) with batched evaluation and moves.
+
+    Parameters
+    ----------
+    mutation : {"hmc", "rwmh", "imh", "mala"}, default "hmc"
+        Batched kernel moving the particles.
+    mutation_kwargs : dict, optional
+        Options of that kernel (e.g. ``n_leapfrog``).
+    correlation_threshold : float, default 0.01
+        Moves continue while one transition lowers the mean correlation with the stage's
+        start by at least this much.
+    max_mcmc_steps : int, default 20
+        Cap on moves per stage.
+    **kwargs
+        ``draws``, ``start``, ``model``, ``random_seed``, ``threshold``, ``compile_kwargs``
+        (passed by ``pm.sample_smc``).
+    """
+
+    stats_dtypes_shapes: dict = {
+        "log_marginal_likelihood": (float, []),
+        "beta": (float, []),
+        "accept_rate": (float, []),
+        "n_mcmc_steps": (int, []),
+    }
+
+    def __init__(self, *args, mutation="hmc", mutation_kwargs=None, correlation_threshold=0.01, max_mcmc_steps=20, **kwargs):
+        super().__init__(*args, **kwargs)
+        import pymc as pm
+
+        model = pm.modelcontext(kwargs.get("model"))
+        self._kernel = make_kernel(mutation, **dict(mutation_kwargs or {}))
+        layout = parameter_layout(model)
+        if self._kernel.needs_gradient and layout.has_discrete:
+            raise ValueError(
+                f"mutation={self._kernel.name!r} needs gradients but the model has discrete "
+                f"variables {layout.discrete_names}; use mutation='rwmh' or 'imh'"
+            )
+        ckw = dict(kwargs.get("compile_kwargs") or {})
+        ckw.pop("on_unused_input", None)
+        self._density = compile_model_density(model, gradient=self._kernel.needs_gradient, compile_kwargs=ckw)
+        self._prior = PriorSampler(model, layout, ckw)
+        if not 0.0 <= correlation_threshold < 1.0:
+            raise ValueError(f"correlation_threshold must be in [0, 1), got {correlation_threshold}")
+        self.correlation_threshold = float(correlation_threshold)
+        self.max_mcmc_steps = int(max_mcmc_steps)
+        self._grads = None
+        self._params = None
+        self._info = None
+        self.acc_rate = np.nan
+        self.n_mcmc = 0
+
+    # --- population -------------------------------------------------------------------
+    def _state(self) -> ParticleState:
+        gq, gd = self._grads if self._grads is not None else (None, None)
+        return ParticleState(self.tempered_posterior, self.prior_logp, self.likelihood_logp, gq, gd)
+
+    def _store(self, state: ParticleState) -> None:
+        self.tempered_posterior = state.x
+        self.prior_logp = state.log_q0
+        self.likelihood_logp = state.delta
+        self._grads = (state.grad_log_q0, state.grad_delta) if state.has_gradient else None
+        self.tempered_posterior_logp = self.prior_logp + self.beta * self.likelihood_logp
+
+    def _initialize_kernel(self):
+        # pm.sample_smc re-uses one kernel object for sequential chains: forget the last chain
+        self._grads, self._info, self.acc_rate, self.n_mcmc = None, None, np.nan, 0
+        if self.start:
+            x = np.column_stack(
+                [np.asarray(self.start[v.name], dtype=np.float64).reshape(self.draws, -1) for v in self.variables]
+            )
+        else:
+            x = self._prior.draw(self.rng, self.draws)
+        self._store(ParticleState.evaluate(self._density, x, gradient=self._kernel.needs_gradient))
+        self._params = self._kernel.init(self._state())
+
+    def resample(self):
+        grads = self._grads
+        super().resample()
+        if grads is not None:
+            self._grads = (grads[0][self.resampling_indexes], grads[1][self.resampling_indexes])
+
+    def tune(self):
+        self._params = self._kernel.tune(self._params, self._state(), self._info, None)
+
+    def mutate(self):
+        path = make_path(0.0)
+        state = self._state()
+        x_start, prev_corr, acc = state.x, 1.0, []
+        for k in range(self.max_mcmc_steps):
+            if k > 0:
+                self._params = self._kernel.tune(self._params, state, self._info, None)
+            state, self._info = self._kernel.step(self.rng, state, self._density, path, float(self.beta), self._params)
+            acc.append(self._info.acceptance_rate)
+            corr = mean_correlation(x_start, state.x)
+            if prev_corr - corr < self.correlation_threshold or corr < 0.1:
+                break
+            prev_corr = corr
+        self._store(state)
+        self.acc_rate = float(np.mean(acc))
+        self.n_mcmc = len(acc)
+
+    def sample_stats(self):
+        return {
+            "log_marginal_likelihood": self.log_marginal_likelihood if self.beta == 1 else np.nan,
+            "beta": self.beta,
+            "accept_rate": self.acc_rate,
+            "n_mcmc_steps": self.n_mcmc,
+        }
+
+    def sample_settings(self):
+        return {
+            "_n_draws": self.draws,
+            "threshold": self.threshold,
+            "mutation": self._kernel.name,
+            "correlation_threshold": self.correlation_threshold,
+            "max_mcmc_steps": self.max_mcmc_steps,
+        }
+
+
+class CRSMC(BatchedSMC):
+    """CR-SMC: constant-rate tempering (Goshtasbpour et al. 2023) for ``pm.sample_smc``.
+
+    Each next β lowers ``KL(γ_β ‖ posterior)`` by about ``delta`` (geometric path). PyMC's
+    driver resamples every stage, so the rule sees uniform weights.
+
+    Parameters
+    ----------
+    delta : float or "auto", default "auto"
+        The rate. ``"auto"`` runs a 256-particle geometric pilot on a 32-step exponential
+        schedule at the start of each chain and sets ``δ = T / n_stages`` with ``T`` the
+        pilot's estimate of the rate integral.
+    n_stages : int, default 50
+        Target number of stages for ``delta="auto"``.
+    max_step : float, default 0.125
+        Largest step in β.
+    **kwargs
+        As :class:`BatchedSMC`.
+    """
+
+    def __init__(self, *args, delta="auto", n_stages=50, max_step=0.125, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not (isinstance(delta, str) and delta == "auto"):
+            if not (np.isfinite(delta) and delta > 0):
+                raise ValueError(f"delta must be positive or 'auto', got {delta!r}")
+        if int(n_stages) != n_stages or n_stages < 1:
+            raise ValueError(f"n_stages must be a positive integer, got {n_stages}")
+        self.delta_setting = delta
+        self.n_stages = int(n_stages)
+        self.max_step = float(max_step)
+        self._rule = None
+
+    def setup_kernel(self):
+        delta = self.delta_setting
+        if delta == "auto":
+            from .sampling import _RateProbe
+
+            probe = _RateProbe(0.0)
+            anneal(
+                self.rng, self._density, self._prior.draw(self.rng, min(self.draws, 256)), make_path(0.0),
+                probe.wrap(make_fixed_schedule("exponential", 32, tau_min=1e-6)),
+                make_kernel(self._kernel.name),
+            )
+            delta = max(probe.integral(0.0) / self.n_stages, 1e-12)
+        self.delta = float(delta)
+        self._rule = ConstantRateSchedule(self.delta, max_step=self.max_step)
+
+    def update_beta_and_weights(self):
+        self.iteration += 1
+        old_beta = self.beta
+        state = self._state()
+        new_beta = self._rule.next_tau(self.iteration - 1, old_beta, state, np.zeros(self.draws), make_path(0.0))
+        log_weights_un = (new_beta - old_beta) * self.likelihood_logp
+        log_weights_un = np.where(np.isnan(log_weights_un), -np.inf, log_weights_un)
+        total = logsumexp(log_weights_un)
+        self.beta = float(new_beta)
+        self.weights = np.exp(log_weights_un - total)
+        self.weights /= self.weights.sum()
+        self.log_marginal_likelihood += total - np.log(self.draws)
+
+    def sample_settings(self):
+        return {**super().sample_settings(), "delta": self.delta, "max_step": self.max_step}

@@ -1,0 +1,110 @@
+"""Tempered SMC (pmc.sample_smc) and the drop-in kernels for pm.sample_smc."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_crais as pmc
+
+from . import exact_models as em
+
+QUICK = dict(chains=4, cores=1, progressbar=False)
+
+
+def _check(idata, log_z, max_mcse):
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert 0 < mcse < max_mcse
+    assert abs(value - log_z) <= 4 * mcse + 0.02, (value, log_z, mcse)
+
+
+@pytest.mark.parametrize("kernel", ["hmc", "imh", "mala", "rwmh"])
+def test_smc_kernels_exact_evidence(kernel):
+    case = em.normal_mean()
+    idata = pmc.sample_smc(draws=1000, kernel=kernel, random_seed=21, model=case.model, **QUICK)
+    _check(idata, case.log_z, 0.1)
+    st = idata.sample_stats
+    assert st.attrs["method"] == "smc" and st.attrs["kernel"] == kernel
+    n = int(st["n_stages"].values[0])
+    assert st["resampled"].values[0, : n - 1].all()  # "always" resamples before every move
+    assert (st["mcmc_steps"].values[0, :n] >= 1).all()
+
+
+@pytest.mark.parametrize("schedule", ["ess", "constant_rate", "linear"])
+def test_smc_schedules_on_a_bimodal_target(schedule):
+    case = em.gaussian_mixture_potential()
+    idata = pmc.sample_smc(draws=1000, schedule=schedule, n_steps=20, random_seed=22, model=case.model, **QUICK)
+    _check(idata, case.log_z, 0.15)
+
+
+def test_smc_ess_rule_hits_threshold():
+    case = em.linear_regression()
+    idata = pmc.sample_smc(draws=1000, threshold=0.6, random_seed=23, model=case.model, **{**QUICK, "chains": 1})
+    st = idata.sample_stats
+    n = int(st["n_stages"].values[0])
+    ess = st["ess"].values[0, : n - 1]  # the last stage stops at tau = 1
+    np.testing.assert_allclose(ess / 1000, 0.6, atol=2e-3)
+
+
+def test_cr_smc_resamples_below_kappa():
+    case = em.normal_mean()
+    idata = pmc.sample_smc(draws=500, schedule="constant_rate", n_steps=40, random_seed=24, model=case.model, **{**QUICK, "chains": 1})
+    st = idata.sample_stats
+    assert st.attrs["resample"] == "ess" and st.attrs["resample_threshold"] == 0.9
+    n = int(st["n_stages"].values[0])
+    res = st["resampled"].values[0, :n]
+    ess = st["ess"].values[0, :n]
+    assert res.any() and not res.all()
+    assert np.all(ess[:-1][res[:-1]] < 0.9 * 500) and np.all(ess[:-1][~res[:-1]] >= 0.9 * 500)
+    assert 10 <= n <= 200
+
+
+def test_smc_rejects_start_and_bad_options():
+    case = em.normal_mean()
+    with pytest.raises(ValueError, match="start="):
+        pmc.sample_smc(draws=100, start={"mu": 0.0}, model=case.model, **QUICK)
+    with pytest.raises(ValueError, match="rho"):
+        pmc.sample_smc(draws=100, threshold=1.5, model=case.model, **QUICK)
+    with pytest.raises(ValueError, match="resample"):
+        pmc.sample_smc(draws=100, resample="sometimes", model=case.model, **QUICK)
+    with pytest.raises(TypeError, match="unexpected"):
+        pmc.sample_smc(draws=100, frobnicate=1, model=case.model, **QUICK)
+
+
+def _pm_chain_log_z(idata):
+    return np.array([np.asarray(v, dtype=float)[-1] for v in idata.sample_stats.log_marginal_likelihood.values])
+
+
+@pytest.mark.parametrize("kernel,kwargs", [(pmc.CRSMC, {}), (pmc.BatchedSMC, {}), (pmc.BatchedSMC, {"mutation": "imh"})])
+def test_drop_in_kernels_for_pm_sample_smc(kernel, kwargs):
+    case = em.normal_mean()
+    with case.model:
+        idata = pm.sample_smc(
+            draws=1000, kernel=kernel, chains=4, cores=1, random_seed=25, progressbar=False,
+            compute_convergence_checks=False, **kwargs,
+        )
+    lz = _pm_chain_log_z(idata)
+    value = np.log(np.mean(np.exp(lz - lz.max()))) + lz.max()
+    se = np.std(lz, ddof=1) / np.sqrt(lz.size)
+    assert np.isfinite(lz).all() and se < 0.1
+    assert abs(value - case.log_z) <= 4 * se + 0.03, (lz, case.log_z)
+    assert abs(idata.posterior["mu"].values.mean() - case.posterior_mean["mu"]) < 0.05
+
+
+def test_drop_in_kernels_do_not_depend_on_cores():
+    case = em.linear_regression()
+    out = []
+    for cores in (1, 2):
+        with case.model:
+            idata = pm.sample_smc(draws=300, kernel=pmc.CRSMC, chains=2, cores=cores, random_seed=26, progressbar=False, compute_convergence_checks=False)
+        out.append((_pm_chain_log_z(idata), idata.posterior["beta"].values))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    assert out[0][0][0] != out[0][0][1]
+
+
+def test_drop_in_gradient_kernel_refuses_discrete_model():
+    with pm.Model():
+        pm.Poisson("k", 3.0)
+        pm.Normal("y", 0.0, 1.0, observed=[0.0])
+        with pytest.raises(ValueError, match="mutation='rwmh'"):
+            pm.sample_smc(draws=50, kernel=pmc.BatchedSMC, chains=1, progressbar=False)
