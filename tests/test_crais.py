@@ -1,6 +1,5 @@
 """CR-AIS, adaptive AIS and initial distributions through the PyMC entry points."""
 
-import warnings
 
 import numpy as np
 import pytest
@@ -193,3 +192,18 @@ def test_discrete_model_refuses_laplace():
         pm.Normal("y", 0.0, 1.0, observed=[0.0])
     with pytest.raises(ValueError, match="init='prior'"):
         pmc.sample_ais(draws=50, kernel="rwmh", init="laplace", model=model, **QUICK)
+
+
+def test_auto_delta_uses_kl_of_prior_to_posterior():
+    """α = 0: the rule lowers KL(γ_τ‖π) by δ per step, so auto-δ = KL(q0‖π) / n_tune_steps."""
+    case = em.normal_mean()
+    res = pmc.sample_crais(
+        draws=1000, n_tune_steps=40, n_steps=40, random_seed=13, model=case.model,
+        return_inferencedata=False, **{**QUICK, "chains": 1},
+    )
+    y = case.model.rvs_to_values[case.model["y"]].data
+    prec = y.size / 1.0 + 1 / 2.0**2
+    m, v = (y.sum() / 1.0) / prec, 1 / prec
+    kl_exact = 0.5 * (4.0 / v + m**2 / v - 1.0 + np.log(v / 4.0))  # KL(N(0,4) ‖ N(m,v))
+    kl_used = res.attrs["delta"] * 40 if res.attrs["n_tune_attempts"] == 1 else np.nan
+    assert abs(kl_used / kl_exact - 1) < 0.15, (kl_used, kl_exact)

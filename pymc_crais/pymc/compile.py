@@ -15,7 +15,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 

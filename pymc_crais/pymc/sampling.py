@@ -399,7 +399,7 @@ def _finish(setup: _Setup, outs, attrs, extra_vars, return_inferencedata, idata_
     return idata
 
 
-def _pilot(setup: _Setup, schedule, n_draws: int, alpha_for_rate: float | None = None):
+def _pilot(setup: _Setup, schedule, n_draws: int):
     """A geometric AIS run with few particles on ``schedule`` (returns the AnnealResult)."""
     before = setup.density.n_evals
     res = anneal(
@@ -712,33 +712,9 @@ def sample_crais(
     attrs = {"method": "crais", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs}
 
     # 1. pilot: c for α ≠ 0 and the rate integral for delta="auto"
-    if isinstance(scale_shift, str) and scale_shift != "pilot":
-        raise ValueError(f"scale_shift must be a float, 'pilot' or None, got {scale_shift!r}")
-    need_c = (scale_shift is None and float(alpha) != 0.0) or scale_shift == "pilot"
-    n_pilot = 0
-    c = 0.0
-    if need_c or delta == "auto":
-        pilot_sched = make_fixed_schedule(exponential_schedule(32, tau_min=1e-6))
-        probe = _RateProbe(alpha)
-        before = setup.density.n_evals
-        pres = anneal(
-            setup.aux_rng, setup.density, setup.draw(setup.aux_rng, min(setup.draws, 256)),
-            make_path(0.0), probe.wrap(pilot_sched), _fresh_kernel(setup),
-        )
-        n_pilot = setup.density.n_evals - before
-        if need_c:
-            c = pres.log_marginal_likelihood
-        probe.c = c
-    if not need_c and scale_shift is not None:
-        c = float(scale_shift)
-    attrs.update({"c": c, "scale_shift": "pilot" if need_c else "fixed", "n_logp_evals_pilot": n_pilot})
+    c, total = _rate_pilot(setup, alpha, scale_shift, need_integral=delta == "auto", attrs=attrs)
     path = make_path(alpha, c)
-
-    if delta == "auto":
-        total = probe.integral(c)
-        delta_value = max(total / n_tune_steps, 1e-12)
-    else:
-        delta_value = float(delta)
+    delta_value = max(total / n_tune_steps, 1e-12) if delta == "auto" else float(delta)
 
     # 2. tuning run; with delta="auto" its length is checked against the target and δ
     #    rescaled (the number of steps is about proportional to 1/δ) at most 3 times
@@ -796,12 +772,43 @@ def sample_crais(
     return _finish(setup, outs, attrs, extra, return_inferencedata, idata_kwargs)
 
 
+def _rate_pilot(setup: _Setup, alpha, scale_shift, *, need_integral: bool, attrs: dict) -> tuple[float, float]:
+    """One cheap geometric pilot for the constant-rate samplers.
+
+    It fixes the scale shift ``c`` (its ``log Ẑ``, when ``alpha != 0`` and no shift is
+    given) and, if ``need_integral``, estimates the rate integral ``T`` (NaN otherwise).
+    Records ``c``, ``scale_shift`` and ``n_logp_evals_pilot`` in ``attrs``.
+    """
+    if isinstance(scale_shift, str) and scale_shift != "pilot":
+        raise ValueError(f"scale_shift must be a float, 'pilot' or None, got {scale_shift!r}")
+    need_c = (scale_shift is None and float(alpha) != 0.0) or scale_shift == "pilot"
+    c, total, n_pilot = 0.0, float("nan"), 0
+    if need_c or need_integral:
+        probe = _RateProbe(alpha)
+        before = setup.density.n_evals
+        pres = anneal(
+            setup.aux_rng, setup.density, setup.draw(setup.aux_rng, min(setup.draws, 256)),
+            make_path(0.0), probe.wrap(make_fixed_schedule(exponential_schedule(32, tau_min=1e-6))),
+            _fresh_kernel(setup),
+        )
+        n_pilot = setup.density.n_evals - before
+        if need_c:
+            c = pres.log_marginal_likelihood
+        if need_integral:
+            total = probe.total_rate(pres.log_marginal_likelihood, c)
+    if not need_c and scale_shift is not None:
+        c = float(scale_shift)
+        if not np.isfinite(c):
+            raise ValueError(f"scale_shift must be finite, got {scale_shift!r}")
+    attrs.update({"c": c, "scale_shift": "pilot" if need_c else "fixed", "n_logp_evals_pilot": n_pilot})
+    return c, total
+
+
 class _RateProbe:
     """Records the constant-rate integrand along a pilot run on a fixed schedule."""
 
     def __init__(self, alpha: float):
         self.alpha = float(alpha)
-        self.c = 0.0
         self.samples = []  # (tau, delta array, log_weights array)
 
     def wrap(self, schedule):
@@ -815,6 +822,20 @@ class _RateProbe:
                 return schedule.next_tau(stage, tau, state, log_weights, path)
 
         return _Recording()
+
+    def total_rate(self, log_z: float, c: float) -> float:
+        """The path's length ``T`` in the rule's units (steps ≈ T / δ).
+
+        For α = 0 the rule lowers ``KL(γ_τ ‖ π)`` by δ per step, so ``T = KL(q0 ‖ π) =
+        log Z − E_q0[Δ]``: the pilot's ``log Ẑ`` and the mean ``Δ`` of its exact ``q0``
+        draws, robust to how poorly the pilot's particles equilibrate. For α ≠ 0 the
+        integrand is estimated along the pilot (:meth:`integral`).
+        """
+        if self.alpha == 0.0:
+            d0 = self.samples[0][1]
+            d0 = d0[np.isfinite(d0)]
+            return float(max(log_z - d0.mean(), 1e-12)) if d0.size else float("nan")
+        return self.integral(c)
 
     def integral(self, c: float) -> float:
         """``T ≈ ∫ v r^α / (1 − τ) dτ`` by the trapezoid rule in ``log τ`` (plus [0, τ_1])."""

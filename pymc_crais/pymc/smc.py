@@ -182,20 +182,12 @@ def sample_smc(
         "resample_threshold": float(resample_threshold),
         "resampler": resampler,
     }
-    pilot_sched = make_fixed_schedule("exponential", 32, tau_min=1e-6)
-    if is_cr and delta == "auto":
-        # one pilot gives both c (if needed) and the rate integral T; δ = T / n_steps
-        probe = _s._RateProbe(alpha)
-        before = setup.density.n_evals
-        pres = anneal(
-            setup.aux_rng, setup.density, setup.draw(setup.aux_rng, min(setup.draws, 256)),
-            make_path(0.0), probe.wrap(pilot_sched), _s._fresh_kernel(setup),
-        )
-        n_pilot = setup.density.n_evals - before
-        c = pres.log_marginal_likelihood if float(alpha) != 0.0 and scale_shift is None else float(scale_shift or 0.0)
-        attrs.update({"c": c, "scale_shift": "pilot" if float(alpha) != 0.0 and scale_shift is None else "fixed", "n_logp_evals_pilot": n_pilot})
-        delta = max(probe.integral(c) / _s._check_int(n_steps, "n_steps", 1, "e.g. n_steps=100"), 1e-12)
+    if is_cr:
+        c, total = _s._rate_pilot(setup, alpha, scale_shift, need_integral=delta == "auto", attrs=attrs)
+        if delta == "auto":
+            delta = max(total / _s._check_int(n_steps, "n_steps", 1, "e.g. n_steps=100"), 1e-12)
     else:
+        pilot_sched = make_fixed_schedule("exponential", 32, tau_min=1e-6)
         c = _s._scale_shift(setup, alpha, scale_shift, pilot_sched, attrs)
     if is_cr:
         sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=0.125 if max_step is None else max_step)

@@ -164,8 +164,8 @@ class CRSMC(BatchedSMC):
     ----------
     delta : float or "auto", default "auto"
         The rate. ``"auto"`` runs a 256-particle geometric pilot on a 32-step exponential
-        schedule at the start of each chain and sets ``δ = T / n_stages`` with ``T`` the
-        pilot's estimate of the rate integral.
+        schedule at the start of each chain and sets ``δ = KL(prior ‖ posterior) / n_stages``
+        with the KL estimated as the pilot's ``log Ẑ`` minus the prior mean of ``ℓ``.
     n_stages : int, default 50
         Target number of stages for ``delta="auto"``.
     max_step : float, default 0.125
@@ -192,12 +192,12 @@ class CRSMC(BatchedSMC):
             from .sampling import _RateProbe
 
             probe = _RateProbe(0.0)
-            anneal(
+            pilot = anneal(
                 self.rng, self._density, self._prior.draw(self.rng, min(self.draws, 256)), make_path(0.0),
                 probe.wrap(make_fixed_schedule("exponential", 32, tau_min=1e-6)),
                 make_kernel(self._kernel.name),
             )
-            delta = max(probe.integral(0.0) / self.n_stages, 1e-12)
+            delta = max(probe.total_rate(pilot.log_marginal_likelihood, 0.0) / self.n_stages, 1e-12)
         self.delta = float(delta)
         self._rule = ConstantRateSchedule(self.delta, max_step=self.max_step)
 
