@@ -207,3 +207,13 @@ def test_auto_delta_uses_kl_of_prior_to_posterior():
     kl_exact = 0.5 * (4.0 / v + m**2 / v - 1.0 + np.log(v / 4.0))  # KL(N(0,4) ‖ N(m,v))
     kl_used = res.attrs["delta"] * 40 if res.attrs["n_tune_attempts"] == 1 else np.nan
     assert abs(kl_used / kl_exact - 1) < 0.15, (kl_used, kl_exact)
+
+
+def test_final_run_replays_tuning_kernels_by_default():
+    case = em.normal_mean()
+    on = pmc.sample_crais(draws=300, n_steps=30, random_seed=14, model=case.model, return_inferencedata=False, **{**QUICK, "chains": 1})
+    off = pmc.sample_crais(draws=300, n_steps=30, random_seed=14, model=case.model, replay_kernel=False, return_inferencedata=False, **{**QUICK, "chains": 1})
+    assert on.attrs["replay_kernel"] and not off.attrs["replay_kernel"]
+    # same tuning run, same final particles at the start: only the kernels differ
+    assert on.attrs["tune_log_marginal_likelihood"] == off.attrs["tune_log_marginal_likelihood"]
+    assert on.chain_stats[0]["log_marginal_likelihood"] != off.chain_stats[0]["log_marginal_likelihood"]

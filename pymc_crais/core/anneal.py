@@ -31,7 +31,7 @@ from .resampling import get_resampler
 from .schedules import Schedule
 from .weights import clean_log_weights, ess_from_log_weights, logsumexp
 
-__all__ = ["AnnealResult", "WeightsVanishedError", "anneal", "RESAMPLE_POLICIES"]
+__all__ = ["AnnealResult", "ParamsByTau", "WeightsVanishedError", "anneal", "RESAMPLE_POLICIES"]
 
 RESAMPLE_POLICIES = ("never", "always", "ess")
 
@@ -92,6 +92,8 @@ class AnnealResult:
         The path's scale shift.
     hit_max_steps : bool
         Whether ``max_steps`` forced the last step to ``τ = 1``.
+    kernel_params : list
+        The kernel parameters used at each stage (for replay by a later run).
     """
 
     state: ParticleState
@@ -102,6 +104,7 @@ class AnnealResult:
     n_logp_evals: int
     c: float
     hit_max_steps: bool = False
+    kernel_params: list = field(default_factory=list)
 
     @property
     def n_stages(self) -> int:
@@ -118,6 +121,24 @@ def mean_correlation(a: np.ndarray, b: np.ndarray) -> float:
     if not ok.any():
         return 0.0
     return float(np.mean(np.sum(ac * bc, axis=0)[ok] / den[ok]))
+
+
+class ParamsByTau:
+    """Kernel parameters of a previous run, looked up by τ (the last stage at or below τ).
+
+    Lets a final run re-use a tuning run's kernels on a different (e.g. interpolated) grid,
+    so that its kernels are fixed before its particles exist.
+    """
+
+    def __init__(self, taus, params: list):
+        if len(params) != len(taus) or not params:
+            raise ValueError("need one parameter set per stage")
+        self.taus = np.asarray(taus, dtype=np.float64)
+        self.params = list(params)
+
+    def __call__(self, tau: float):
+        i = int(np.searchsorted(self.taus, tau, side="right")) - 1
+        return self.params[min(max(i, 0), len(self.params) - 1)]
 
 
 def _segment_variance(log_w: np.ndarray) -> float:
@@ -142,6 +163,7 @@ def anneal(
     resampler: str = "systematic",
     max_steps: int = 100_000,
     tune_from_weights: bool = False,
+    kernel_params=None,
     callback: Callable[[int, float, float, float], None] | None = None,
 ) -> AnnealResult:
     """Anneal the particles ``x0 ~ q0`` to the target and estimate ``log Z``.
@@ -181,6 +203,10 @@ def anneal(
     tune_from_weights : bool, default False
         Estimate the kernel's moments with the current weights (SMC) rather than uniformly
         (AIS, whose weights can degenerate while the particles still track ``γ_τ``).
+    kernel_params : callable, optional
+        ``kernel_params(tau) -> params``: use these fixed kernel parameters at each stage
+        instead of tuning from the population. Kernels fixed in advance keep AIS exactly
+        unbiased for ``Z``; population-tuned kernels carry an O(1/N) bias (docs/algorithms.md).
     callback : callable, optional
         ``callback(stage, tau, ess, acceptance_rate)`` after each stage (progress bars).
 
@@ -213,6 +239,7 @@ def anneal(
     log_z = 0.0
     log_z_var = 0.0
     params = kernel.init(state)
+    used_params: list = []
     info: KernelInfo | None = None
     rec = StageRecord()
     tau = 0.0
@@ -256,12 +283,16 @@ def anneal(
         else:
             do_resample = False
 
-        params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
+        if kernel_params is None:
+            params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
+        else:
+            params = kernel_params(tau_new)
+        used_params.append(params)
         acc = []
         n_moves = int(max_mcmc_steps) if auto_steps else int(n_mcmc_steps)
         x_start, prev_corr = state.x, 1.0
         for k in range(n_moves):
-            if k > 0:  # re-tune between moves too: few stages would otherwise never adapt
+            if k > 0 and kernel_params is None:  # re-tune between moves: few stages still adapt
                 params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
             state, info = kernel.step(rng, state, density, path, tau_new, params)
             acc.append(info.acceptance_rate)
@@ -292,4 +323,5 @@ def anneal(
         n_logp_evals=int(density.n_evals - evals_before),
         c=float(path.c),
         hit_max_steps=hit_max,
+        kernel_params=used_params,
     )

@@ -194,9 +194,11 @@ def sample_smc(
         attrs.update(sched.describe())
     tasks = [
         _SMCTask(
-            i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, make_path(alpha, c),
-            sched, setup.kernel, n_mcmc_steps, max_steps, resample, float(resample_threshold),
-            resampler, int(max_mcmc_steps), float(correlation_threshold),
+            chain=i, rng=setup.chain_rngs[i], density=setup.density, draw=setup.draw,
+            draws=setup.draws, path=make_path(alpha, c), schedule=sched, kernel=setup.kernel,
+            n_mcmc_steps=n_mcmc_steps, max_steps=max_steps, resample=resample,
+            resample_threshold=float(resample_threshold), resampler=resampler,
+            max_mcmc_steps=int(max_mcmc_steps), correlation_threshold=float(correlation_threshold),
         )
         for i in range(setup.chains)
     ]

@@ -353,3 +353,27 @@ def test_inputs_not_mutated_and_tune_from_weights():
     np.testing.assert_array_equal(x0, copy)
     assert dens.n_evals == res.n_logp_evals
     assert abs(res.log_marginal_likelihood - LOGZ) <= _tol(res)
+
+
+def test_params_by_tau_lookup_and_replay():
+    """A run can replay another run's kernel parameters (looked up by τ) without tuning."""
+    from pymc_crais.core.anneal import ParamsByTau
+
+    lookup = ParamsByTau([0.1, 0.5, 1.0], ["a", "b", "c"])
+    assert [lookup(t) for t in (0.05, 0.1, 0.3, 0.5, 0.99, 1.0)] == ["a", "a", "a", "b", "b", "c"]
+    with pytest.raises(ValueError):
+        ParamsByTau([0.5, 1.0], ["a"])
+
+    d = 2
+    dens = FunctionDensity(d, lambda x: -0.5 * (x**2).sum(1), lambda x: -0.5 * ((x - 1) ** 2).sum(1) / 0.25,
+                           lambda x: -x, lambda x: -(x - 1) / 0.25)
+    rng = np.random.default_rng(0)
+    first = anneal(rng, dens, rng.standard_normal((300, d)), make_path(0.0), make_fixed_schedule("linear", 20), make_kernel("hmc"))
+    assert len(first.kernel_params) == 20
+    replay = ParamsByTau(first.stages["tau"], first.kernel_params)
+    rng = np.random.default_rng(1)
+    second = anneal(rng, dens, rng.standard_normal((300, d)), make_path(0.0), make_fixed_schedule("linear", 40),
+                    make_kernel("hmc"), kernel_params=replay)
+    taus = second.stages["tau"]
+    for t, p in zip(taus, second.kernel_params):
+        assert p is replay(t)  # exactly the replayed parameters, no tuning on its own particles
