@@ -56,11 +56,11 @@ def test_auto_delta_targets_tuning_length():
 
 def test_narrow_target_gets_longer_tuned_schedule():
     wide = em.normal_mean(n=5, sigma=2.0)
-    narrow = em.normal_mean(n=500, sigma=0.5)
+    narrow = em.normal_mean(n=200, sigma=0.5)
     lengths = []
     for case in (wide, narrow):
         res = pmc.sample_crais(
-            draws=300, delta=0.5, n_steps=None, random_seed=3, model=case.model,
+            draws=200, delta=20.0, n_steps=None, random_seed=3, model=case.model,
             return_inferencedata=False, **{**QUICK, "chains": 1},
         )
         lengths.append(res.attrs["n_tune_steps"])
