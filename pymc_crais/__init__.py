@@ -6,14 +6,24 @@ sample_ais
     Annealed importance sampling on a fixed or adaptive (ESS/CESS) schedule.
 sample_crais
     Constant-rate AIS: a tuned schedule, then a fresh final run on it.
+sample_smc
+    Tempered SMC (ESS, CESS, constant-rate = CR-SMC, fixed) with pm.sample_smc's signature.
+CRSMC, BatchedSMC
+    Drop-in kernels for ``pm.sample_smc(kernel=...)``.
 log_marginal_likelihood
     Combine the chains of a result into ``(log Z, mcse)``.
 """
 
 from .core.anneal import WeightsVanishedError
-from .pymc.compile import PerParticleFallbackWarning
 from .core.initial import GaussianInitial, StudentTInitial
-from .pymc.sampling import ChainFailedError, SamplerResult, sample_ais, sample_crais, schedule_from_result
+from .pymc.compile import PerParticleFallbackWarning
+from .pymc.sampling import (
+    ChainFailedError,
+    SamplerResult,
+    sample_ais,
+    sample_crais,
+    schedule_from_result,
+)
 from .pymc.smc import sample_smc
 from .pymc.smc_kernels import CRSMC, BatchedSMC
 from .results import log_marginal_likelihood

@@ -3,7 +3,8 @@
 from .compile import ModelDensity, PerParticleFallbackWarning, compile_model_density
 from .init import PriorSampler
 from .mapping import PosteriorMapper
-from .sampling import ChainFailedError, SamplerResult, sample_ais
+from .sampling import ChainFailedError, SamplerResult, sample_ais, sample_crais
+from .smc import sample_smc
 
 __all__ = [
     "ChainFailedError",
@@ -14,4 +15,6 @@ __all__ = [
     "SamplerResult",
     "compile_model_density",
     "sample_ais",
+    "sample_crais",
+    "sample_smc",
 ]

@@ -277,6 +277,12 @@ def _run_chain(task: _ChainTask) -> dict:
         max_steps=task.max_steps,
         kernel_params=task.kernel_params,
     )
+    return _chain_output(task, rng, result)
+
+
+def _chain_output(task, rng: np.random.Generator, result) -> dict:
+    """Per-chain output: equal-weight posterior draws (systematic resampling of the final
+    weighted particles, shuffled) and the run's statistics, as plain NumPy."""
     idx = systematic(rng, normalized_weights(result.log_weights), task.draws)
     idx = rng.permutation(idx)  # systematic resampling returns sorted ancestors
     return {

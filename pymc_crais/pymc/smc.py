@@ -10,9 +10,7 @@ import numpy as np
 from ..core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from ..core.anneal import anneal
 from ..core.paths import make_path
-from ..core.resampling import systematic
 from ..core.schedules import FIXED_SCHEDULES, Schedule, make_fixed_schedule
-from ..core.weights import normalized_weights
 from . import sampling as _s
 
 __all__ = ["sample_smc"]
@@ -47,17 +45,7 @@ def _run_smc_chain(task: _SMCTask) -> dict:
         max_steps=task.max_steps,
         tune_from_weights=True,
     )
-    idx = rng.permutation(systematic(rng, normalized_weights(result.log_weights), task.draws))
-    return {
-        "chain": task.chain,
-        "x": result.state.x[idx],
-        "log_marginal_likelihood": result.log_marginal_likelihood,
-        "log_z_variance": result.log_z_variance,
-        "n_logp_evals": result.n_logp_evals,
-        "log_weights": result.log_weights,
-        "hit_max_steps": result.hit_max_steps,
-        **result.stages,
-    }
+    return _s._chain_output(task, rng, result)
 
 
 def sample_smc(
