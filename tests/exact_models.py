@@ -95,3 +95,12 @@ def gaussian_mixture_potential(d: int = 3) -> ExactModel:
 def peaked_normal_mean(n: int = 20_000) -> ExactModel:
     """A normal-mean model with so much data that log Z is about -2.8e4."""
     return normal_mean(n=n, sigma=1.0, prior_sd=3.0, seed=5)
+
+
+def assert_evidence(idata, log_z: float, max_mcse: float, bias: float = 0.02) -> None:
+    """The run is precise (0 < MCSE < max_mcse) and within 4·MCSE + bias of the exact log Z."""
+    import pymc_crais as pmc
+
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert 0 < mcse < max_mcse, (value, mcse)
+    assert abs(value - log_z) <= 4 * mcse + bias, (value, log_z, mcse)
