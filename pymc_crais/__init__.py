@@ -12,10 +12,17 @@ CRSMC, BatchedSMC
     Drop-in kernels for ``pm.sample_smc(kernel=...)``.
 log_marginal_likelihood
     Combine the chains of a result into ``(log Z, mcse)``.
+compare, bayes_factor
+    Rank models by evidence; log Bayes factors and model probabilities with MC errors.
+plot_schedule, plot_log_weights, plot_evidence
+    Diagnostic plots (needs matplotlib).
 """
 
+from . import datasets, models
+from .comparison import ObservedDataMismatchError, bayes_factor, compare
 from .core.anneal import WeightsVanishedError
 from .core.initial import GaussianInitial, StudentTInitial
+from .plots import plot_evidence, plot_log_weights, plot_schedule
 from .pymc.compile import PerParticleFallbackWarning
 from .pymc.sampling import (
     ChainFailedError,
@@ -35,11 +42,19 @@ __all__ = [
     "BatchedSMC",
     "ChainFailedError",
     "GaussianInitial",
+    "ObservedDataMismatchError",
     "PerParticleFallbackWarning",
     "StudentTInitial",
     "SamplerResult",
     "WeightsVanishedError",
     "__version__",
+    "bayes_factor",
+    "compare",
+    "datasets",
+    "models",
+    "plot_evidence",
+    "plot_log_weights",
+    "plot_schedule",
     "log_marginal_likelihood",
     "sample_ais",
     "sample_crais",

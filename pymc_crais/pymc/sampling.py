@@ -11,7 +11,6 @@ import concurrent.futures as cf
 import multiprocessing
 import numbers
 import os
-import sys
 import time
 import traceback
 import warnings
@@ -38,6 +37,7 @@ from .init import PriorSampler
 from .initial import build_initial
 from .mapping import PosteriorMapper
 from .model_info import has_likelihood_terms, model_data_for_results
+from .progress import ChainProgress, stage_callback, worker_initializer
 
 __all__ = ["ChainFailedError", "SamplerResult", "sample_ais", "sample_crais"]
 
@@ -276,6 +276,7 @@ def _run_chain(task: _ChainTask) -> dict:
         resample="never",
         max_steps=task.max_steps,
         kernel_params=task.kernel_params,
+        callback=stage_callback(task.chain),
     )
     return _chain_output(task, rng, result)
 
@@ -315,57 +316,51 @@ def _run_chain_in_worker(payload: bytes) -> dict:
         ) from None
 
 
-def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress, runner=None) -> list[dict]:
+def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProgress, runner=None) -> list[dict]:
+    """Run the chain tasks (in this process when ``cores == 1``, else in a process pool),
+    reporting to ``progress`` (entered here)."""
     runner = _run_chain if runner is None else runner
-    if cores <= 1 or len(tasks) == 1:
-        out = []
-        for task in tasks:
-            try:
-                out.append(runner(task))
-            except Exception as err:
-                if len(tasks) == 1:
-                    raise
-                raise ChainFailedError(f"chain {task.chain} failed: {type(err).__name__}: {err}") from err
-            progress(out[-1])
-        return out
-    import cloudpickle
+    with progress:
+        if cores <= 1 or len(tasks) == 1:
+            out = []
+            for task in tasks:
+                try:
+                    out.append(runner(task))
+                except Exception as err:
+                    if len(tasks) == 1:
+                        raise
+                    raise ChainFailedError(f"chain {task.chain} failed: {type(err).__name__}: {err}") from err
+                progress.chain_done(out[-1])
+            return out
+        import cloudpickle
 
-    ctx = multiprocessing.get_context(mp_ctx) if isinstance(mp_ctx, str | type(None)) else mp_ctx
-    results: dict[int, dict] = {}
-    executor = cf.ProcessPoolExecutor(max_workers=min(cores, len(tasks)), mp_context=ctx)
-    try:
-        futures = {
-            executor.submit(_run_chain_in_worker, cloudpickle.dumps((runner, t))): t.chain
-            for t in tasks
-        }
-        for fut in cf.as_completed(futures):
-            res = fut.result()
-            results[res["chain"]] = res
-            progress(res)
-    except BaseException:
-        for proc in list(getattr(executor, "_processes", {}).values()):
-            proc.terminate()
-        executor.shutdown(wait=False, cancel_futures=True)
-        raise
-    executor.shutdown(wait=True)
-    return [results[t.chain] for t in tasks]
-
-
-def _progress_printer(enabled: bool, n_chains: int, t0: float):
-    def report(res: dict):
-        if enabled:
-            print(
-                f"pymc_crais: chain {res['chain'] + 1}/{n_chains} done: "
-                f"{res['tau'].size} stages, log Z = {res['log_marginal_likelihood']:.4f}, "
-                f"{res['n_logp_evals']} logp evals, {time.perf_counter() - t0:.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    return report
+        ctx = multiprocessing.get_context(mp_ctx) if isinstance(mp_ctx, str | type(None)) else mp_ctx
+        results: dict[int, dict] = {}
+        executor = cf.ProcessPoolExecutor(
+            max_workers=min(cores, len(tasks)),
+            mp_context=ctx,
+            initializer=worker_initializer,
+            initargs=(progress.make_queue(ctx),),
+        )
+        try:
+            futures = {
+                executor.submit(_run_chain_in_worker, cloudpickle.dumps((runner, t))): t.chain
+                for t in tasks
+            }
+            for fut in cf.as_completed(futures):
+                res = fut.result()
+                results[res["chain"]] = res
+                progress.chain_done(res)
+        except BaseException:
+            for proc in list(getattr(executor, "_processes", {}).values()):
+                proc.terminate()
+            executor.shutdown(wait=False, cancel_futures=True)
+            raise
+        executor.shutdown(wait=True)
+        return [results[t.chain] for t in tasks]
 
 
-def _sample_chains(setup: _Setup, path, schedule, n_mcmc_steps, max_steps, progressbar, mp_ctx, kernel_params=None) -> tuple[list, float]:
+def _sample_chains(setup: _Setup, path, schedule, n_mcmc_steps, max_steps, progressbar, mp_ctx, kernel_params=None, label: str = "AIS") -> tuple[list, float]:
     tasks = [
         _ChainTask(
             i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, path, schedule,
@@ -374,7 +369,7 @@ def _sample_chains(setup: _Setup, path, schedule, n_mcmc_steps, max_steps, progr
         for i in range(setup.chains)
     ]
     t0 = time.perf_counter()
-    outs = _run_chains(tasks, setup.cores, mp_ctx, _progress_printer(progressbar, setup.chains, t0))
+    outs = _run_chains(tasks, setup.cores, mp_ctx, ChainProgress(progressbar, setup.chains, label))
     return outs, time.perf_counter() - t0
 
 
@@ -741,10 +736,14 @@ def sample_crais(
         with warnings.catch_warnings():
             if delta == "auto" and attempt < 3:
                 warnings.filterwarnings("ignore", message="max_steps=", category=RuntimeWarning)
-            tres = anneal(
-                setup.aux_rng, setup.density, setup.draw(setup.aux_rng, tune_draws), path, tune_sched,
-                _fresh_kernel(setup), n_mcmc_steps=n_mcmc_steps, max_steps=cap,
-            )
+            with ChainProgress(progressbar, 1, "CR-AIS tuning", final_line=False) as bar:
+                tres = anneal(
+                    setup.aux_rng, setup.density, setup.draw(setup.aux_rng, tune_draws), path, tune_sched,
+                    _fresh_kernel(setup), n_mcmc_steps=n_mcmc_steps, max_steps=cap,
+                    callback=stage_callback(0),
+                )
+                bar.chain_done({"chain": 0, "log_marginal_likelihood": tres.log_marginal_likelihood,
+                                "n_logp_evals": tres.n_logp_evals, **tres.stages})
         attempts.append((delta_value, tres.n_stages))
         if delta != "auto":
             break
@@ -782,7 +781,7 @@ def sample_crais(
     attrs["replay_kernel"] = bool(replay_kernel)
     outs, t_sampling = _sample_chains(
         setup, path, FixedSchedule(final, name="constant_rate"), n_mcmc_steps, final.size,
-        progressbar, mp_ctx, kernel_params=replay,
+        progressbar, mp_ctx, kernel_params=replay, label="CR-AIS",
     )
     attrs["sampling_time"] = t_sampling
     attrs["wall_time"] = time.perf_counter() - t_start

@@ -12,6 +12,7 @@ from ..core.anneal import anneal
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, Schedule, make_fixed_schedule
 from . import sampling as _s
+from .progress import ChainProgress, stage_callback
 
 __all__ = ["sample_smc"]
 
@@ -44,6 +45,7 @@ def _run_smc_chain(task: _SMCTask) -> dict:
         resampler=task.resampler,
         max_steps=task.max_steps,
         tune_from_weights=True,
+        callback=stage_callback(task.chain),
     )
     return _s._chain_output(task, rng, result)
 
@@ -191,7 +193,9 @@ def sample_smc(
         for i in range(setup.chains)
     ]
     t0 = time.perf_counter()
-    outs = _s._run_chains(tasks, setup.cores, mp_ctx, _s._progress_printer(progressbar, setup.chains, t0), runner=_run_smc_chain)
+    outs = _s._run_chains(
+        tasks, setup.cores, mp_ctx, ChainProgress(progressbar, setup.chains, "SMC"), runner=_run_smc_chain
+    )
     attrs["sampling_time"] = time.perf_counter() - t0
     attrs["wall_time"] = time.perf_counter() - t_start
     return _s._finish(setup, outs, attrs, {}, return_inferencedata, idata_kwargs)
