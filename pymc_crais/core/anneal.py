@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .density import BatchedDensity
+from .estimators import ancestry_variance
 from .kernels import KernelInfo, MutationKernel
 from .particles import ParticleState
 from .paths import AnnealingPath
@@ -80,9 +81,22 @@ class AnnealResult:
     log_marginal_likelihood : float
         ``log Ẑ``, the scale shift ``c`` included.
     log_z_variance : float
-        Within-run delta-method variance of ``log Ẑ`` from the weights (see
-        :func:`pymc_crais.core.weights.log_z_relative_variance`), summed over the segments
-        between resamplings. Ignores the dependence that resampling induces.
+        Within-run variance of ``log Ẑ`` from the final weights and the particles' Eve
+        indices (:func:`pymc_crais.core.estimators.ancestry_variance`). Without resampling
+        (AIS) it is the delta-method variance of the mean of the final weights
+        (:func:`pymc_crais.core.weights.log_z_relative_variance`); with resampling it
+        accounts for the dependence resampling creates.
+    log_z_variance_segments : float
+        The per-segment weight variances summed over the segments between resamplings
+        (equal to ``log_z_variance`` for AIS); ignores resampling's dependence and is
+        kept only as a diagnostic.
+    eve : numpy.ndarray of int
+        Index of each final particle's ancestor in the initial population.
+    n_eves : int
+        Number of distinct Eves left (a collapsed genealogy, ``n_eves == 1``, makes the
+        ancestry variance uninformative).
+    n_resamplings : int
+        Number of resampling steps.
     stages : dict of numpy.ndarray
         ``tau``, ``ess``, ``acceptance_rate``, ``log_z_increment``, ``mcmc_steps``,
         ``resampled``.
@@ -105,6 +119,14 @@ class AnnealResult:
     c: float
     hit_max_steps: bool = False
     kernel_params: list = field(default_factory=list)
+    log_z_variance_segments: float = float("nan")
+    eve: np.ndarray | None = None
+    n_resamplings: int = 0
+
+    @property
+    def n_eves(self) -> int:
+        """Number of distinct initial ancestors of the final particles."""
+        return int(self.log_weights.size if self.eve is None else np.unique(self.eve).size)
 
     @property
     def n_stages(self) -> int:
@@ -238,6 +260,8 @@ def anneal(
     log_w = np.zeros(n)
     log_z = 0.0
     log_z_var = 0.0
+    eve = np.arange(n)  # each particle's ancestor in x0, for the ancestry variance
+    n_resamplings = 0
     params = kernel.init(state)
     used_params: list = []
     info: KernelInfo | None = None
@@ -279,6 +303,8 @@ def anneal(
             log_z_var += _segment_variance(log_w)
             idx = resample_fn(rng, np.exp(log_w - logsumexp(log_w)), n)
             state = state.take(idx)
+            eve = eve[idx]
+            n_resamplings += 1
             log_w = np.zeros(n)
         else:
             do_resample = False
@@ -314,14 +340,18 @@ def anneal(
         stage += 1
 
     log_z_var += _segment_variance(log_w)
+    within = ancestry_variance(log_w, eve, n_resamplings, multinomial=resampler == "multinomial")
     return AnnealResult(
         state=state,
         log_weights=log_w,
         log_marginal_likelihood=float(log_z + path.c),
-        log_z_variance=float(log_z_var),
+        log_z_variance=float(within),
         stages=rec.as_arrays(),
         n_logp_evals=int(density.n_evals - evals_before),
         c=float(path.c),
         hit_max_steps=hit_max,
         kernel_params=used_params,
+        log_z_variance_segments=float(log_z_var),
+        eve=eve,
+        n_resamplings=n_resamplings,
     )

@@ -272,13 +272,14 @@ class HMC(MutationKernel):
         g = state.grad_log_density(path, tau)
         p = p0 + 0.5 * eps * g
         current = state
-        for i in range(self.n_leapfrog):
-            x = x + eps * inv_mass * p
-            current = ParticleState.evaluate(density, x, gradient=True)
-            g = current.grad_log_density(path, tau)
-            p = p + (eps if i < self.n_leapfrog - 1 else 0.5 * eps) * g
-        kinetic1 = 0.5 * np.sum(p * p * inv_mass, axis=1)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # diverging trajectories: rejected below
+            for i in range(self.n_leapfrog):
+                x = x + eps * inv_mass * p
+                current = ParticleState.evaluate(density, x, gradient=True)
+                g = current.grad_log_density(path, tau)
+                p = p + (eps if i < self.n_leapfrog - 1 else 0.5 * eps) * g
+            kinetic1 = 0.5 * np.sum(p * p * inv_mass, axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
             log_ratio = (current.log_density(path, tau) - kinetic1) - (
                 state.log_density(path, tau) - kinetic0
             )
@@ -395,10 +396,11 @@ class MALA(MutationKernel):
     def step(self, rng, state, density, path, tau, params: HMCParams):
         eps, inv_mass = params.step_size, params.inv_mass
         g = state.grad_log_density(path, tau)
-        x_new = state.x + 0.5 * eps**2 * inv_mass * g + eps * np.sqrt(inv_mass) * rng.standard_normal(state.x.shape)
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite proposals are rejected
+            x_new = state.x + 0.5 * eps**2 * inv_mass * g + eps * np.sqrt(inv_mass) * rng.standard_normal(state.x.shape)
         proposal = ParticleState.evaluate(density, x_new, gradient=True)
         g_new = proposal.grad_log_density(path, tau)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             log_ratio = (
                 proposal.log_density(path, tau)
                 + self._log_q(state.x, x_new, g_new, eps, inv_mass)

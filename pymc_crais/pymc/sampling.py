@@ -36,7 +36,7 @@ from .compile import compile_model_density, parameter_layout, resolve_compile_kw
 from .init import PriorSampler
 from .initial import build_initial
 from .mapping import PosteriorMapper
-from .model_info import has_likelihood_terms, model_data_for_results
+from .model_info import check_model_for_evidence, model_data_for_results
 from .progress import ChainProgress, stage_callback, worker_initializer
 
 __all__ = ["ChainFailedError", "SamplerResult", "sample_ais", "sample_crais"]
@@ -200,21 +200,15 @@ def _setup(
     if mutation.needs_gradient and layout.has_discrete:
         raise ValueError(
             f"kernel={mutation.name!r} needs gradients but the model has discrete free "
-            f"variables {layout.discrete_names}; use kernel='rwmh'"
+            f"variables {layout.discrete_names}; use kernel='rwmh' or kernel='imh'"
         )
-    if not has_likelihood_terms(model):
-        warnings.warn(
-            "the model has no observed variables or potentials: the evidence is exactly 1 "
-            "(log Z = 0) and the posterior equals the prior",
-            UserWarning,
-            stacklevel=3,
-        )
+    check_model_for_evidence(model, init)
+    chain_rngs, aux_rng = chain_generators(random_seed, chains)  # seed errors before compiling
     ckw = resolve_compile_kwargs(backend, compile_kwargs)
     needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
     model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
     prior = PriorSampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
     initial = build_initial(init, init_kwargs, model, model_density, prior)
-    chain_rngs, aux_rng = chain_generators(random_seed, chains)
     attrs = {
         "draws": draws,
         "n_mcmc_steps": int(n_mcmc_steps),
@@ -291,6 +285,9 @@ def _chain_output(task, rng: np.random.Generator, result) -> dict:
         "x": result.state.x[idx],
         "log_marginal_likelihood": result.log_marginal_likelihood,
         "log_z_variance": result.log_z_variance,
+        "log_z_variance_segments": result.log_z_variance_segments,
+        "n_resamplings": result.n_resamplings,
+        "n_eves": result.n_eves,
         "n_logp_evals": result.n_logp_evals,
         "log_weights": result.log_weights,
         "hit_max_steps": result.hit_max_steps,
@@ -314,6 +311,25 @@ def _run_chain_in_worker(payload: bytes) -> dict:
             f"chain {task.chain} failed with {type(err).__name__}: {err}\n"
             f"--- traceback in the worker process ---\n{traceback.format_exc()}"
         ) from None
+
+
+def _terminate_workers(executor: cf.ProcessPoolExecutor, timeout: float = 10.0) -> None:
+    """Stop a process pool at once (a chain failed, or KeyboardInterrupt): cancel the chains
+    not yet started, terminate every worker, and reap them so that none is left behind.
+
+    Workers still alive ``timeout`` seconds after ``SIGTERM`` are killed.
+    """
+    procs = list((getattr(executor, "_processes", None) or {}).values())
+    executor.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        proc.join(max(deadline - time.monotonic(), 0.0))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
 
 
 def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProgress, runner=None) -> list[dict]:
