@@ -3,6 +3,7 @@
 from .compile import ModelDensity, PerParticleFallbackWarning, compile_model_density
 from .init import PriorSampler
 from .mapping import PosteriorMapper
+from .rts import sample_rts
 from .sampling import ChainFailedError, SamplerResult, sample_ais, sample_crais
 from .smc import sample_smc
 
@@ -16,5 +17,6 @@ __all__ = [
     "compile_model_density",
     "sample_ais",
     "sample_crais",
+    "sample_rts",
     "sample_smc",
 ]

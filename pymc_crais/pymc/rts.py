@@ -1,0 +1,360 @@
+"""``sample_rts``: Rao-Blackwellized tempered sampling (and thermodynamic integration) for
+PyMC models, on the shared set-up, chain runner and output contract of the other samplers."""
+
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.adaptive import ConstantRateSchedule
+from ..core.anneal import anneal
+from ..core.paths import make_path
+from ..core.resampling import systematic
+from ..core.rts import WARM_STARTS, rts
+from ..core.schedules import (
+    FIXED_SCHEDULES,
+    interpolate_schedule,
+    make_fixed_schedule,
+    validate_schedule,
+)
+from ..core.weights import ess_from_log_weights, normalized_weights
+from . import sampling as _s
+from .progress import ChainProgress, stage_callback
+
+__all__ = ["sample_rts"]
+
+LADDERS = ("constant_rate", *FIXED_SCHEDULES)
+
+
+@dataclass
+class _RTSTask:
+    chain: int
+    rng: np.random.Generator
+    density: object
+    draw: object
+    draws: int
+    path: object
+    ladder: np.ndarray
+    kernel: object
+    options: dict
+
+
+def _run_rts_chain(task: _RTSTask) -> dict:
+    """One chain: ``draws`` tempering particles as one batch; plain NumPy output."""
+    rng = task.rng
+    report = stage_callback(task.chain)
+    opts = dict(task.options)
+    total = opts["max_init_rounds"] * opts["n_init_sweeps"] + opts["n_sweeps"]
+    callback = None
+    if report is not None:
+        # the display shows progress as a fraction in the "tau" slot (initial rounds, then
+        # the final run); it is not a temperature
+        def callback(phase, i, info):
+            done = (i + 1) * opts["n_init_sweeps"] if phase == "init" else (
+                opts["max_init_rounds"] * opts["n_init_sweeps"] + i + 1
+            )
+            report(i, min(done / total, 1.0), float("nan"), float("nan"))
+
+    res = rts(rng, task.density, task.draw(rng, task.draws), task.path, task.ladder, task.kernel,
+              callback=callback, **opts)
+    # posterior draws: the pooled snapshots of the final run, weighted by q(K | θ), resampled
+    w = normalized_weights(res.posterior_log_weights)
+    idx = rng.permutation(systematic(rng, w, task.draws))
+    K = res.ladder.size
+    n = task.draws
+    return {
+        "chain": task.chain,
+        "x": res.posterior_x[idx],
+        "log_marginal_likelihood": res.log_marginal_likelihood,
+        "log_z_variance": res.log_z_variance,
+        "n_logp_evals": res.n_logp_evals,
+        "n_logp_evals_init": res.n_logp_evals_init,
+        "log_weights": res.posterior_log_weights[-n:],
+        "hit_max_steps": not res.init_converged,
+        # per-stage arrays on the ladder's levels 2..K (stage s is the step τ_s -> τ_{s+1})
+        "tau": res.ladder[1:],
+        "ess": res.ess[1:],
+        "acceptance_rate": res.acceptance_rate[1:],
+        "log_z_increment": np.diff(res.log_z_rts_levels),
+        "mcmc_steps": res.extras["level_visits"][1:].astype(np.float64),
+        "resampled": np.zeros(K - 1, dtype=bool),
+        # scalars
+        "log_marginal_likelihood_ti": res.log_z_ti,
+        "log_marginal_likelihood_ti_mcse": float(np.sqrt(res.log_z_ti_variance)),
+        "log_marginal_likelihood_rbti": res.log_z_rbti,
+        "log_marginal_likelihood_rbti_mcse": float(np.sqrt(res.log_z_rbti_variance)),
+        "n_init_rounds": res.n_init_rounds,
+        "init_converged": bool(res.init_converged),
+        "init_deviation": float(res.init_deviation[-1]) if res.init_deviation.size else float("nan"),
+        "c_hat_deviation": float(np.max(np.abs(np.exp(res.log_prior) - res.c_hat))),
+        "posterior_ess": ess_from_log_weights(res.posterior_log_weights),
+        # per-level arrays (moved to run-level variables with a chain dim by sample_rts)
+        "ladder": res.ladder,
+        "level_prior": np.exp(res.log_prior),
+        "c_hat": res.c_hat,
+        "c_hat_mcse": res.c_hat_mcse,
+        "log_z_levels": res.log_z_levels,
+        "log_z_rts_levels": res.log_z_rts_levels,
+        "ti_means": res.ti_means,
+        "rbti_means": res.rbti_means,
+        "level_acceptance_rate": res.acceptance_rate,
+        "level_step_size": res.step_size,
+        "temperature_transitions": res.transitions,
+    }
+
+
+_LEVEL_VARS = (
+    "ladder", "level_prior", "c_hat", "c_hat_mcse", "log_z_levels", "log_z_rts_levels", "ti_means",
+    "rbti_means", "level_acceptance_rate", "level_step_size",
+)
+
+
+def _resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndarray | None, str]:
+    """The ladder as an array (``None`` for ``"constant_rate"``, built after the set-up)."""
+    kw = dict(ladder_kwargs or {})
+    if isinstance(ladder, str):
+        key = ladder.lower()
+        if key == "constant_rate":
+            return None, key
+        if key in FIXED_SCHEDULES:
+            return make_fixed_schedule(key, n_temperatures - 1, **kw).taus, key
+        raise ValueError(
+            f"ladder={ladder!r} is unknown; choose one of {sorted(LADDERS)}, an increasing "
+            "array of tau from 0 to 1, or a previous pymc_crais result (its schedule is "
+            "interpolated to n_temperatures levels)"
+        )
+    if kw:
+        raise TypeError("ladder_kwargs only apply to a named ladder")
+    if hasattr(ladder, "children") or isinstance(ladder, _s.SamplerResult):
+        return interpolate_schedule(_s.schedule_from_result(ladder), n_temperatures - 1), "from_result"
+    if hasattr(ladder, "__array__") or isinstance(ladder, list | tuple):
+        return validate_schedule(np.asarray(ladder, dtype=np.float64)), "array"
+    raise ValueError(f"ladder={ladder!r} is not understood; pass a name, an array or a previous result")
+
+
+def _constant_rate_ladder(setup, path, total: float, n_temperatures: int, attrs: dict) -> np.ndarray:
+    """A CR-AIS tuning run (δ = T / (K − 1)) whose schedule, interpolated to ``K`` levels,
+    is the ladder."""
+    n_tune = n_temperatures - 1
+    delta = max(total / n_tune, 1e-12) if np.isfinite(total) else 1.0
+    before = setup.density.n_evals
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="max_steps=", category=RuntimeWarning)
+        tres = anneal(
+            setup.aux_rng, setup.density, setup.draw(setup.aux_rng, min(setup.draws, 256)), path,
+            ConstantRateSchedule(delta), _s._fresh_kernel(setup), max_steps=4 * n_tune,
+        )
+    attrs.update(
+        {
+            "ladder_delta": delta,
+            "n_ladder_tune_steps": tres.n_stages,
+            "n_logp_evals_ladder": setup.density.n_evals - before,
+        }
+    )
+    return interpolate_schedule(np.concatenate([[0.0], tres.stages["tau"]]), n_tune)
+
+
+def sample_rts(
+    draws: int = 1000,
+    n_temperatures: int = 100,
+    n_sweeps: int = 500,
+    ladder="constant_rate",
+    alpha: float = 0.0,
+    kernel="hmc",
+    chains: int | None = None,
+    cores: int | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    return_inferencedata: bool = True,
+    idata_kwargs: dict | None = None,
+    compile_kwargs: dict | None = None,
+    *,
+    model=None,
+    init="prior",
+    init_kwargs: dict | None = None,
+    ladder_kwargs: dict | None = None,
+    level_prior=None,
+    warm_start: str | None = "ais",
+    n_init_sweeps: int = 50,
+    max_init_rounds: int = 20,
+    tol: float = 0.1,
+    restart_levels: str = "conditional",
+    init_burn: float = 0.5,
+    n_mcmc_steps: int = 1,
+    kernel_kwargs: dict | None = None,
+    n_groups: int = 20,
+    scale_shift: float | str | None = None,
+    backend: str | None = None,
+    mp_ctx=None,
+):
+    """Evidence by Rao-Blackwellized tempered sampling (Carlson et al., ICML 2016), with
+    thermodynamic integration from the same draws.
+
+    Each chain runs ``draws`` particles of simulated tempering over a ladder
+    ``0 = τ_1 < … < τ_K = 1`` as one batch: Gibbs updates of ``θ | k`` (the batched kernel,
+    with step sizes per temperature) and of ``k | θ`` (exact, over all ``K`` levels). The
+    Rao-Blackwellized level probabilities ``ĉ_k`` refine the guesses ``log Ẑ_k`` over short
+    initial rounds until ``max_k |r_k − ĉ_k| < tol / K``; a final run with everything frozen
+    gives ``log Z = log Ẑ_K − log Ẑ_1`` (:func:`pymc_crais.core.rts.rts` has the details).
+
+    Parameters
+    ----------
+    draws : int, default 1000
+        Tempering particles per chain (``>= 2``); also the number of posterior draws per chain.
+    n_temperatures : int, default 100
+        ``K``, the number of levels of a named or interpolated ladder.
+    n_sweeps : int, default 500
+        Gibbs sweeps of the final run.
+    ladder : str, array_like or previous result, default "constant_rate"
+        ``"constant_rate"``: the schedule of a short CR-AIS tuning run (pilot for δ, then
+        ``min(draws, 256)`` particles; counted in ``n_logp_evals_ladder``) interpolated to
+        ``K`` levels. ``"linear"``, ``"exponential"``, ``"sigmoid"``: fixed ladders
+        (``ladder_kwargs`` as for :func:`pymc_crais.sample_ais`). An increasing array from
+        0 to 1 (then ``K`` is its length), or a previous result whose schedule is
+        interpolated to ``K`` levels.
+    alpha : float, default 0.0
+        Power-mean exponent of the path (0: geometric).
+    kernel : {"hmc", "mala", "rwmh", "imh"} or MutationKernel, default "hmc"
+        ``θ | k`` kernel; HMC/MALA get per-level step sizes and masses, random-walk Metropolis
+        per-level scales, IMH one proposal for all levels.
+    chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, kernel_kwargs, backend, mp_ctx
+        As in :func:`pymc_crais.sample_ais`. Chains are independent replicates.
+    level_prior : array_like, optional
+        Prior ``r_k`` over the levels (uniform by default).
+    warm_start : {"ais", None}, default "ais"
+        ``"ais"``: one AIS pass over the ladder initializes ``log Ẑ_k``, the per-level kernel
+        parameters and the particles; ``None``: the paper's cold start (``Ẑ_k = 1``).
+    n_init_sweeps, max_init_rounds, tol : default 50, 20, 0.1
+        Length of an initial round, the cap on their number (a warning and
+        ``hit_max_steps`` when reached) and the stopping rule ``max |r − ĉ| < tol / K``.
+    restart_levels : {"conditional", "prior"}, default "conditional"
+        Levels at the start of each initial round: drawn from ``q(k | θ)`` under the updated
+        guesses (default), or afresh from ``r`` as the paper suggests. Fresh levels make a
+        short round's ``ĉ`` look closer to ``r`` than the chain's stationary law is, so the
+        stopping rule can be met too early (measured; docs/algorithms.md).
+    init_burn : float, default 0.5
+        Fraction of each initial round left out of its ``ĉ`` (0: the paper's recipe).
+    n_mcmc_steps : int, default 1
+        Kernel transitions per sweep.
+    n_groups : int, default 20
+        Particle groups for the within-chain error bars.
+    scale_shift : float, "pilot" or None
+        The shift ``c`` of a power-mean path (as in :func:`pymc_crais.sample_ais`).
+
+    Returns
+    -------
+    xarray.DataTree or SamplerResult
+        ``sample_stats.log_marginal_likelihood`` (RTS) and ``log_marginal_likelihood_mcse``
+        per chain, so :func:`pymc_crais.log_marginal_likelihood` and
+        :func:`pymc_crais.compare` work on it; ``log_marginal_likelihood_ti`` and
+        ``log_marginal_likelihood_rbti`` (trapezoid TI, plain and Rao-Blackwellized) with
+        their ``_mcse``; per level (dim ``level``): ``ladder``, ``level_prior``, ``c_hat`` (and
+        ``c_hat_mcse``),
+        ``log_z_levels`` (the frozen guesses), ``log_z_rts_levels`` (RTS estimates of
+        ``log Z_k``), ``ti_means``, ``rbti_means``, ``level_acceptance_rate``,
+        ``level_step_size``; ``temperature_transitions`` (``(chain, level, level_to)``
+        counts of the final run's ``k → k'`` moves); ``n_init_rounds``, ``init_converged``,
+        ``c_hat_deviation`` (``max |r − ĉ|`` of the final run), ``posterior_ess``. The
+        per-stage variables (``tau`` …) describe levels 2..K: ``log_z_increment`` is
+        ``log Z_k − log Z_{k−1}`` from RTS, ``ess`` the Rao-Blackwellized number of draws at
+        the level, ``mcmc_steps`` the particle-sweeps spent there. The posterior holds
+        ``draws`` draws per chain resampled from snapshots of the final run weighted by
+        ``q(K | θ)``. ``n_logp_evals`` counts the whole chain (``n_logp_evals_init``: its
+        warm start and initial rounds).
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_crais as pmc
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     pm.Normal("y", mu, 1, observed=[0.3, -0.2])
+    ...     idata = pmc.sample_rts(draws=200, n_temperatures=20, n_sweeps=100, chains=2,
+    ...                            random_seed=1, progressbar=False)
+    >>> value, mcse = pmc.log_marginal_likelihood(idata)
+    """
+    t_start = time.perf_counter()
+    make_path(alpha, 0.0)
+    K = _s._check_int(n_temperatures, "n_temperatures", 2, "e.g. n_temperatures=100")
+    ladder_arr, ladder_name = _resolve_ladder(ladder, K, ladder_kwargs)
+    if ladder_name == "array":
+        K = ladder_arr.size
+    n_sweeps = _s._check_int(n_sweeps, "n_sweeps", 1, "e.g. n_sweeps=500")
+    n_init_sweeps = _s._check_int(n_init_sweeps, "n_init_sweeps", 1, "e.g. n_init_sweeps=50")
+    max_init_rounds = _s._check_int(max_init_rounds, "max_init_rounds", 0, "or 0 to skip the initial loop")
+    n_groups = _s._check_int(n_groups, "n_groups", 2, "e.g. n_groups=20")
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be a positive number, got {tol!r}; the paper uses 0.1")
+    if warm_start not in WARM_STARTS:
+        raise ValueError(f"warm_start must be 'ais' or None, got {warm_start!r}")
+    if restart_levels not in ("conditional", "prior"):
+        raise ValueError(f"restart_levels must be 'conditional' or 'prior', got {restart_levels!r}")
+    if level_prior is not None:
+        lp = np.asarray(level_prior, dtype=np.float64)
+        if lp.shape != (K,) or not np.all(np.isfinite(lp)) or np.any(lp <= 0):
+            raise ValueError(f"level_prior must hold {K} positive numbers (one per temperature)")
+    setup = _s._setup(
+        model=model, draws=draws, chains=chains, cores=cores, kernel=kernel,
+        kernel_kwargs=kernel_kwargs, init=init, init_kwargs=init_kwargs,
+        random_seed=random_seed, backend=backend, compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs, n_mcmc_steps=n_mcmc_steps,
+    )
+    if setup.draws < 2:
+        raise ValueError("draws must be at least 2")
+    attrs = {"method": "rts", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs}
+    c, total = _s._rate_pilot(setup, alpha, scale_shift, need_integral=ladder_name == "constant_rate", attrs=attrs)
+    path = make_path(alpha, c)
+    if ladder_arr is None:
+        ladder_arr = _constant_rate_ladder(setup, path, total, K, attrs)
+    attrs.update(
+        {
+            "ladder": ladder_name,
+            "n_temperatures": K,
+            "n_sweeps": n_sweeps,
+            "n_init_sweeps": n_init_sweeps,
+            "max_init_rounds": max_init_rounds,
+            "tol": float(tol),
+            "warm_start": "none" if warm_start is None else warm_start,
+            "restart_levels": restart_levels,
+            "init_burn": float(init_burn),
+            "n_groups": min(n_groups, setup.draws),
+            "mcse_method": "particle groups (delta method), conditional on the frozen log Z_k",
+        }
+    )
+    options = {
+        "n_sweeps": n_sweeps, "n_init_sweeps": n_init_sweeps, "max_init_rounds": max_init_rounds,
+        "tol": float(tol), "level_prior": level_prior, "warm_start": warm_start,
+        "n_mcmc_steps": int(n_mcmc_steps), "n_groups": n_groups, "restart_levels": restart_levels,
+        "init_burn": float(init_burn),
+    }
+    tasks = [
+        _RTSTask(i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, path,
+                 ladder_arr, _s._fresh_kernel(setup), options)
+        for i in range(setup.chains)
+    ]
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():  # one warning for all chains, below
+        warnings.filterwarnings("ignore", message="RTS initial loop hit", category=RuntimeWarning)
+        outs = _s._run_chains(tasks, setup.cores, mp_ctx, ChainProgress(progressbar, setup.chains, "RTS"),
+                              runner=_run_rts_chain)
+    not_converged = [o["chain"] for o in outs if not o["init_converged"]]
+    if not_converged:
+        warnings.warn(
+            f"RTS initial loop of chain(s) {not_converged} hit max_init_rounds={max_init_rounds} "
+            f"before max|r_k - c_k| < tol/K; the log Z_k guesses are still off, so temperatures "
+            "may mix poorly (sample_stats.init_deviation, c_hat). Increase max_init_rounds or "
+            "n_init_sweeps, or use more temperatures.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    attrs["sampling_time"] = time.perf_counter() - t0
+    attrs["wall_time"] = time.perf_counter() - t_start
+    extra = {key: (("chain", "level"), np.stack([o.pop(key) for o in outs])) for key in _LEVEL_VARS}
+    extra["temperature_transitions"] = (
+        ("chain", "level", "level_to"),
+        np.stack([o.pop("temperature_transitions") for o in outs]),
+    )
+    return _s._finish(setup, outs, attrs, extra, return_inferencedata, idata_kwargs)
