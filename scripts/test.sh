@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Install pymc_crais with its test extras into .venv and run the default test suite
-# (slow statistical runs are excluded; add `-m slow` to run them).
+# Install pymc_crais with its test and docs extras into .venv and run the default test suite
+# (slow statistical runs are excluded; add `-m slow` to run them). The suite includes the
+# strict documentation build (tests/test_docs.py) and the notebooks at small sizes
+# (tests/test_notebooks.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-venv=$("$here/scripts/setup-venv.sh" test)
+venv=$("$here/scripts/setup-venv.sh" test,docs)
 cd "$here"
 exec "$venv/bin/python" -m pytest "$@"

@@ -706,7 +706,10 @@ def sample_crais(
         population tuning biases ``log Ẑ`` upwards (+0.16 ± 0.05 nats on a d = 5 regression
         with 500 particles; docs/algorithms.md).
 
-    Other parameters are as in :func:`sample_ais`.
+    Other Parameters
+    ----------------
+    kernel, chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, n_mcmc_steps, kernel_kwargs, scale_shift, backend, mp_ctx
+        As in :func:`sample_ais`.
 
     Returns
     -------
