@@ -26,50 +26,128 @@ def _linear_regression_case(seed: int = 1, n: int = 50, d: int = 5, sigma: float
     return model, float(exact)
 
 
-def _run(label, model, reference, kind, args, sampler="sample_crais", **settings):
+#: The two Pima predictors the reduced model drops: the weakest in the full model's
+#: posterior (|mean/sd| of 0.2 and 1.2; glucose is 9.4, bmi 5.3).
+PIMA_DROPPED = ("skin_thickness", "age")
+
+
+def _evals(idata) -> int:
+    st = idata.sample_stats
+    return int(st["n_logp_evals"].sum()) + sum(
+        int(st.attrs.get(k, 0)) for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
+    )
+
+
+def _run(label, model, args, **settings):
+    """One CR-AIS run; prints a line with log Z, wall time and evaluations."""
     import pymc_crais as pmc
 
     t0 = time.perf_counter()
-    idata = getattr(pmc, sampler)(
+    idata = pmc.sample_crais(
         model=model,
+        draws=args.draws,
         chains=args.chains,
         cores=args.cores,
         random_seed=args.seed,
-        progressbar=False,
+        progressbar=args.progress and sys.stderr.isatty(),
         **settings,
     )
     wall = time.perf_counter() - t0
     value, mcse = pmc.log_marginal_likelihood(idata)
-    st = idata.sample_stats
-    evals = int(st["n_logp_evals"].sum()) + sum(
-        int(st.attrs.get(k, 0)) for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
-    )
-    print(
-        f"{label:<34} {value:>11.3f} ± {mcse:<6.3f} {reference:>11.3f} ({kind:<9}) "
-        f"{value - reference:>+8.3f} {wall:>7.1f} s {evals:>11,d}"
-    )
-    sys.stdout.flush()
-    return value, mcse, wall
+    per_chain = ", ".join(f"{v:.3f}" for v in idata.sample_stats["log_marginal_likelihood"].values)
+    print(f"  {label:<30} log Z = {value:9.3f} ± {mcse:.3f}   chains: {per_chain}   "
+          f"{wall:5.1f} s  {_evals(idata):>11,d} logp evals", flush=True)
+    return idata, wall
+
+
+def _check_case(args) -> None:
+    model, exact = _linear_regression_case()
+    print("Sanity check, conjugate linear regression (d=5) with exact log Z:", flush=True)
+    idata, _ = _run("from the prior", model, args, n_steps=200)
+    import pymc_crais as pmc
+
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    print(f"  exact log Z = {exact:.3f}; error {value - exact:+.3f} ({(value - exact) / mcse:+.1f} MCSE)\n")
+
+
+def _figure(path, results: dict, tables: dict, references: dict) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install 'pymc_crais[plots]'): no figure written"
+    import pymc_crais as pmc
+
+    fig, axes = plt.subplots(2, len(results), figsize=(5.5 * len(results), 8), layout="constrained")
+    axes = np.asarray(axes).reshape(2, len(results))
+    for k, (title, runs) in enumerate(results.items()):
+        pmc.plot_schedule(runs, ax=axes[0, k])
+        axes[0, k].set_title(f"{title}: CR-AIS schedules (each chain)")
+        pmc.plot_evidence(tables[title], ax=axes[1, k], reference=references.get(title))
+        axes[1, k].set_title(f"{title}: log Z ± 2 MCSE")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"figure written to {path}"
 
 
 def demo(args) -> int:
-    """Estimate log Z by CR-AIS for a conjugate model (exact answer known) and for Pima
-    (from a Laplace fit and from the prior)."""
+    """Bayes factors on the bundled data by CR-AIS: Pima full vs reduced logistic regression,
+    Sonar with prior scales 1 and 5; prints the comparison tables and writes a figure."""
     import pymc_crais as pmc
-    from pymc_crais.datasets import REFERENCE_LOG_Z, load_pima
+    from pymc_crais.comparison import format_table
+    from pymc_crais.datasets import REFERENCE_LOG_Z, load_pima, load_sonar
     from pymc_crais.models import logistic_regression
 
-    print(f"pymc_crais {pmc.__version__}: evidence by constant-rate AIS "
-          f"({args.chains} chains, {args.draws} particles each, seed {args.seed})")
-    print(f"{'model':<34} {'log Z ± MCSE':>20} {'reference':>23} {'error':>8} {'wall':>9} {'logp evals':>11}")
-    model, exact = _linear_regression_case()
-    _run("linear regression (d=5), prior", model, exact, "exact", args, draws=args.draws, n_steps=200)
-    data = load_pima()
-    pima = logistic_regression(data.X, data.y, prior_sd=5.0, feature_names=data.feature_names)
-    ref = REFERENCE_LOG_Z["pima"][0]
-    _run("Pima logistic (d=8), Laplace q0", pima, ref, "reference", args, draws=args.draws, n_steps=args.n_steps, init="laplace")
-    _run("Pima logistic (d=8), prior q0", pima, ref, "reference", args, draws=args.draws, n_steps=4 * args.n_steps)
-    print("wall time includes compiling the model; MCSE = larger of within- and between-chain errors")
+    t_start = time.perf_counter()
+    print(f"pymc_crais {pmc.__version__}: Bayes factors by constant-rate AIS from a Laplace fit "
+          f"({args.chains} chains × {args.draws} particles, seed {args.seed})\n", flush=True)
+    if not args.skip_check:
+        _check_case(args)
+
+    results, tables, references, walls = {}, {}, {}, {}
+    pima = load_pima()
+    keep = [i for i, f in enumerate(pima.feature_names) if f not in PIMA_DROPPED]
+    print(f"Pima Indians diabetes ({pima.X.shape[0]} rows, standardized, prior N(0, 5²), no intercept):",
+          flush=True)
+    runs = {}
+    runs["full (8 predictors)"], walls["pima full"] = _run(
+        "full (8 predictors)",
+        logistic_regression(pima.X, pima.y, prior_sd=5.0, feature_names=pima.feature_names),
+        args, init="laplace", n_steps=args.pima_steps,
+    )
+    runs["reduced (6)"], walls["pima reduced"] = _run(
+        f"reduced (no {' or '.join(PIMA_DROPPED)})",
+        logistic_regression(pima.X[:, keep], pima.y, prior_sd=5.0,
+                            feature_names=[pima.feature_names[i] for i in keep]),
+        args, init="laplace", n_steps=args.pima_steps,
+    )
+    results["Pima"], tables["Pima"] = runs, pmc.compare(runs)
+    references["Pima"] = REFERENCE_LOG_Z["pima"][0]
+    print(format_table(tables["Pima"]))
+    full, full_mcse = pmc.log_marginal_likelihood(runs["full (8 predictors)"])
+    print(f"  full model vs the reference log Z {references['Pima']}: error {full - references['Pima']:+.3f} "
+          f"(MCSE {full_mcse:.3f})\n", flush=True)
+
+    sonar = load_sonar()
+    print(f"Sonar ({sonar.X.shape[0]} rows, 60 predictors, standardized, no intercept): prior scale 1 vs 5",
+          flush=True)
+    runs = {}
+    for sd in (5.0, 1.0):
+        name = f"prior sd {sd:g}"
+        runs[name], walls[f"sonar sd {sd:g}"] = _run(
+            name, logistic_regression(sonar.X, sonar.y, prior_sd=sd, feature_names=sonar.feature_names),
+            args, init="laplace", n_steps=args.sonar_steps,
+        )
+    results["Sonar"], tables["Sonar"] = runs, pmc.compare(runs)
+    print(format_table(tables["Sonar"]))
+    sd5, sd5_mcse = pmc.log_marginal_likelihood(runs["prior sd 5"])
+    ref = REFERENCE_LOG_Z["sonar"][0]
+    print(f"  prior sd 5 vs the reference log Z {ref}: error {sd5 - ref:+.3f} (MCSE {sd5_mcse:.3f})\n")
+    print(_figure(args.figure, results, tables, {"Pima": references["Pima"]}))
+    print(f"total wall time {time.perf_counter() - t_start:.1f} s (includes compiling each model; "
+          "log BF against the best model; P(model) under equal prior odds with its 95% Monte Carlo interval)")
     return 0
 
 
@@ -79,10 +157,15 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser("demo", help="estimate log Z on bundled examples and print a table")
     p.add_argument("--draws", type=int, default=500, help="particles per chain (default 500)")
-    p.add_argument("--n-steps", type=int, default=100, help="final-run steps for Pima from the Laplace fit; 4x that from the prior (default 100)")
-    p.add_argument("--chains", type=int, default=2, help="independent chains (default 2)")
+    p.add_argument("--chains", type=int, default=2, help="independent chains per model (default 2)")
     p.add_argument("--cores", type=int, default=None, help="worker processes (default: all CPUs)")
+    p.add_argument("--pima-steps", type=int, default=100, help="final-run annealing steps for Pima (default 100)")
+    p.add_argument("--sonar-steps", type=int, default=400, help="final-run annealing steps for Sonar (default 400)")
     p.add_argument("--seed", type=int, default=2026, help="random seed (default 2026)")
+    p.add_argument("--figure", default="pymc_crais_demo.png", help="PNG to write (default pymc_crais_demo.png)")
+    p.add_argument("--skip-check", action="store_true", help="skip the conjugate sanity check")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="hide the live per-chain progress display (shown only in a terminal)")
     args = parser.parse_args(argv)
     if args.command in (None, "demo"):
         if args.command is None:

@@ -139,7 +139,9 @@ def plot_evidence(table, ax=None, *, reference: float | None = None, sigmas: flo
         table = compare(table)
     ax = _axes(ax)
     x = np.arange(len(table))
-    ax.errorbar(x, table["log_z"], yerr=sigmas * table["mcse"].to_numpy(), fmt="o", capsize=4)
+    log_z = np.asarray(table["log_z"], dtype=np.float64)
+    mcse = np.asarray(table["mcse"], dtype=np.float64)
+    ax.errorbar(x, log_z, yerr=sigmas * mcse, fmt="o", capsize=4)
     if reference is not None:
         ax.axhline(reference, color="k", lw=0.8, ls="--", label="reference")
         ax.legend(frameon=False)

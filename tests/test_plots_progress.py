@@ -1,0 +1,102 @@
+"""Plots draw what they say, and the progress display reports every chain."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.pymc import progress as progress_mod
+from pymc_crais.pymc.progress import ChainProgress, stage_callback
+from tests import exact_models
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def runs():
+    m = exact_models.normal_mean()
+    crais = pmc.sample_crais(model=m.model, draws=200, n_steps=30, chains=2, cores=1,
+                             random_seed=1, progressbar=False)
+    ais = pmc.sample_ais(model=m.model, draws=200, n_steps=20, chains=2, cores=1,
+                         random_seed=2, progressbar=False)
+    return {"crais": crais, "ais": ais}
+
+
+def test_plot_schedule_draws_one_line_per_chain_and_result(runs):
+    ax = pmc.plot_schedule(runs)
+    assert len(ax.lines) == 4
+    tau = runs["crais"].sample_stats["tau"].values[0]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), tau[np.isfinite(tau)])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["crais", "ais"]
+    ax_tune = pmc.plot_schedule(runs["crais"], tune=True)
+    np.testing.assert_allclose(ax_tune.lines[0].get_ydata(), runs["crais"].sample_stats["tune_tau"].values)
+    with pytest.raises(ValueError, match="CR-AIS result"):
+        pmc.plot_schedule(runs["ais"], tune=True)
+    plt.close("all")
+
+
+def test_plot_log_weights_and_evidence(runs):
+    ax = pmc.plot_log_weights(runs["crais"])
+    assert len(ax.patches) == 2 and "ESS" in ax.get_legend().get_texts()[0].get_text()
+    table = pmc.compare(runs)
+    ax = pmc.plot_evidence(table, reference=-30.0)
+    (line,) = [c for c in ax.containers]  # one errorbar container
+    np.testing.assert_allclose(line.lines[0].get_ydata(), table["log_z"].to_numpy())
+    assert [t.get_text() for t in ax.get_xticklabels()] == list(table.index)
+    with pytest.raises(TypeError, match="DataTree"):
+        pmc.plot_schedule({"x": 3})
+    plt.close("all")
+
+
+def test_non_interactive_progress_prints_one_line_per_chain(runs):
+    out = io.StringIO()
+    with ChainProgress(True, 2, "AIS", interactive=False, stream=out) as bar:
+        assert stage_callback(0) is None  # nothing listens: the loop skips the call
+        for chain in (1, 0):
+            bar.chain_done({"chain": chain, "tau": np.array([0.5, 1.0]), "log_marginal_likelihood": -1.5,
+                            "n_logp_evals": 10, "acceptance_rate": np.array([0.5, np.nan])})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "chain 2/2 done: 2 stages, log Z = -1.5000, acc 0.50" in lines[0]
+    quiet = io.StringIO()
+    with ChainProgress(False, 2, stream=quiet) as bar:
+        bar.chain_done({"chain": 0, "tau": np.ones(1), "log_marginal_likelihood": 0.0, "n_logp_evals": 1})
+    assert quiet.getvalue() == ""
+
+
+def test_live_progress_receives_stage_reports_from_the_loop():
+    m = exact_models.normal_mean()
+    out = io.StringIO()
+    seen = []
+    bar = ChainProgress(True, 1, "AIS", interactive=True, stream=out)
+    original = bar.update
+    bar.update = lambda *u: (seen.append(u), original(*u))[1]
+    with bar:
+        cb = stage_callback(0)
+        assert cb is not None
+        # a run in this process reports through the same sink
+        progress_mod._MIN_INTERVAL, saved = 0.0, progress_mod._MIN_INTERVAL
+        try:
+            cb(1, 0.5, 100.0, 0.9)
+            cb(2, 1.0, 90.0, 0.8)
+        finally:
+            progress_mod._MIN_INTERVAL = saved
+    assert [u[1:3] for u in seen] == [(1, 0.5), (2, 1.0)]
+    assert "AIS" in out.getvalue()
+    assert stage_callback(0) is None  # the sink is removed on exit
+    assert m is not None
+
+
+def test_progressbar_through_worker_processes_reports_every_chain(capfd):
+    """cores=2: stage reports travel through the queue; with a non-terminal stderr the
+    display prints exactly one line per chain."""
+    m = exact_models.normal_mean()
+    pmc.sample_ais(model=m.model, draws=100, n_steps=10, chains=2, cores=2, random_seed=4,
+                   progressbar=True)
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if "pymc_crais: AIS chain" in ln]
+    assert len(lines) == 2, err
