@@ -367,10 +367,8 @@ def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProg
                 res = fut.result()
                 results[res["chain"]] = res
                 progress.chain_done(res)
-        except BaseException:
-            for proc in list(getattr(executor, "_processes", {}).values()):
-                proc.terminate()
-            executor.shutdown(wait=False, cancel_futures=True)
+        except BaseException:  # a chain failed, or KeyboardInterrupt: no worker survives
+            _terminate_workers(executor)
             raise
         executor.shutdown(wait=True)
         return [results[t.chain] for t in tasks]
