@@ -186,6 +186,14 @@ def tau_derivative(path: AnnealingPath, tau, delta) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- k | θ
+def _exp_flush(log_p: np.ndarray) -> np.ndarray:
+    """``exp`` with arguments below −340 flushed to exactly 0: subnormal floats (also from
+    squaring or multiplying the results) make the later sums and matrix products many times
+    slower, and such terms are below 1e-147 relative to the largest one (which is 1 where
+    this is used)."""
+    return np.exp(np.where(log_p < -340.0, -np.inf, log_p))
+
+
 def temperature_log_conditional(log_ratio_kn: np.ndarray, log_prior: np.ndarray, log_z: np.ndarray) -> np.ndarray:
     """``log q(k | θ_j)`` for every level and particle, normalized over ``k``.
 
@@ -206,7 +214,7 @@ def temperature_log_conditional(log_ratio_kn: np.ndarray, log_prior: np.ndarray,
     m = np.max(a, axis=0, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore"):
-        norm = np.log(np.sum(np.exp(a - m), axis=0, keepdims=True)) + m
+        norm = np.log(np.sum(_exp_flush(a - m), axis=0, keepdims=True)) + m
     out = a - norm
     # A particle with zero density at every level (never produced by a valid chain) stays at
     # the first level rather than spreading NaN.
@@ -219,7 +227,7 @@ def temperature_log_conditional(log_ratio_kn: np.ndarray, log_prior: np.ndarray,
 
 def sample_levels(rng: np.random.Generator, log_q: np.ndarray) -> np.ndarray:
     """Draw one level per particle from ``exp(log_q)`` (columns normalized), by inverse CDF."""
-    q = np.exp(log_q)
+    q = _exp_flush(log_q)
     cum = np.cumsum(q, axis=0)
     u = rng.random(q.shape[1]) * cum[-1]
     k = np.sum(cum < u[None, :], axis=0)
@@ -642,7 +650,7 @@ def rts(
             if i >= n_burn:
                 log_c_sum = np.logaddexp(log_c_sum, logsumexp(log_q, axis=1))
             if params.kind == "step":
-                q = np.exp(log_q)
+                q = _exp_flush(log_q)
                 s0 += q.sum(axis=1)
                 sq += (q * q).sum(axis=1)
                 s1 += q @ state.x
@@ -694,7 +702,7 @@ def rts(
     snaps_x, snaps_w = [], []
     for s in range(int(n_sweeps)):
         state, used, levels, moved, log_q = sampler.sweep(rng, state, levels, log_z, params)
-        q = np.exp(log_q)
+        q = _exp_flush(log_q)
         c_grp += q @ onehot
         sq += (q * q).sum(axis=1)
         visits += np.bincount(used, minlength=K)
@@ -702,7 +710,10 @@ def rts(
         trans += np.bincount(used * K + levels, minlength=K * K)
         if deriv_fn is not None:
             dk = deriv_fn(state.delta)  # (K, N): ∂τ log γ at every level
-            rbti_num += (q * np.where(q > 0, dk, 0.0)) @ onehot
+            if isinstance(path, GeometricPath) and np.all(np.isfinite(dk[0])):
+                rbti_num += q @ (onehot * dk[0][:, None])  # the same Δ − c at every level
+            else:
+                rbti_num += (q * np.where(q > 0, dk, 0.0)) @ onehot
             own = dk[used, np.arange(N)]
             flat = used * n_groups + groups
             ti_sum += np.bincount(flat, weights=own, minlength=K * n_groups).reshape(K, n_groups)
