@@ -178,8 +178,10 @@ def tau_derivative(path: AnnealingPath, tau, delta) -> np.ndarray:
         x = a * (d - path.c)
         x, t = np.broadcast_arrays(x, t)
         neg = x <= 0
-        e_neg = np.expm1(np.where(neg, x, 0.0))  # e^x − 1 for x ≤ 0
-        low = e_neg / (a * (1.0 + t * e_neg))
+        xn = np.where(neg, x, 0.0)
+        # x ≤ 0: both terms of (1 − τ) + τ e^x are ≥ 0, so no cancellation (1 + τ·expm1(x)
+        # would round to 0 at τ = 1 for x < −37)
+        low = np.expm1(xn) / (a * ((1.0 - t) + t * np.exp(xn)))
         e_pos = np.exp(-np.where(neg, 1.0, x))  # e^{−x} for x > 0
         high = -np.expm1(-np.where(neg, 1.0, x)) / (a * (t + (1.0 - t) * e_pos))
     return np.where(neg, low, high)

@@ -315,3 +315,11 @@ def test_bad_arguments(kwargs, match):
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match=match):
         rts(rng, density, density.sample_q0(rng, 10), make_path(0.0), linear_schedule(4), make_kernel("hmc"), **kwargs)
+
+
+def test_tau_derivative_at_tau_one_for_very_low_delta():
+    """At τ = 1 the integrand is (1 − e^{−x}) / α: large but finite for x = α(Δ − c) ≪ 0."""
+    path = make_path(0.5, c=0.0)
+    d = np.array([-85.0, -200.0])
+    x = 0.5 * d
+    np.testing.assert_allclose(tau_derivative(path, 1.0, d), -np.expm1(-x) / 0.5, rtol=1e-12)
