@@ -26,21 +26,29 @@ def notebook_sources() -> list[Path]:
     return sorted(p for p in HERE.glob("*.md") if p.read_text().startswith("---\njupyter:"))
 
 
+#: Environment of the notebook kernels: the size switch, and single-threaded BLAS (the
+#: samplers run their chains in this process with ``cores=1``; on a small shared machine
+#: multi-threaded BLAS on 100-particle batches mostly spins, several times slower).
+KERNEL_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def execute(source: Path, small: bool, timeout: int = 1800):
     """Read ``source`` with jupytext and execute it in a fresh kernel in this folder."""
     import jupytext
     from nbclient import NotebookClient
 
     nb = jupytext.read(source)
-    old = os.environ.get("PYMC_CRAIS_NB_SMALL")
-    os.environ["PYMC_CRAIS_NB_SMALL"] = "1" if small else "0"
+    env = {**KERNEL_ENV, "PYMC_CRAIS_NB_SMALL": "1" if small else "0"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
     finally:
-        if old is None:
-            os.environ.pop("PYMC_CRAIS_NB_SMALL", None)
-        else:
-            os.environ["PYMC_CRAIS_NB_SMALL"] = old
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return nb
 
 
