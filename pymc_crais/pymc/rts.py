@@ -158,6 +158,7 @@ def _constant_rate_ladder(setup, path, total: float, n_temperatures: int, attrs:
     return interpolate_schedule(np.concatenate([[0.0], tres.stages["tau"]]), n_tune)
 
 
+@_s.single_threaded_blas
 def sample_rts(
     draws: int = 1000,
     n_temperatures: int = 100,

@@ -478,6 +478,25 @@ def _resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_ste
     )
 
 
+def single_threaded_blas(fn):
+    """Run a sampler with BLAS/OpenMP limited to one thread in this process, as in the
+    worker processes. The batched calls are many small matrix products, for which extra
+    BLAS threads only add synchronisation: on 2 cores a Sonar CR-AIS run took 4x longer
+    with the default thread pool (docs/benchmarks.md). It also makes ``cores=1`` and
+    ``cores=2`` run the same arithmetic."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@single_threaded_blas
 def sample_ais(
     draws: int = 1000,
     schedule="linear",
@@ -627,6 +646,7 @@ def sample_ais(
 
 
 # ----------------------------------------------------------------------------- sample_crais
+@single_threaded_blas
 def sample_crais(
     draws: int = 1000,
     alpha: float = 0.0,

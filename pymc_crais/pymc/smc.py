@@ -50,6 +50,7 @@ def _run_smc_chain(task: _SMCTask) -> dict:
     return _s._chain_output(task, rng, result)
 
 
+@_s.single_threaded_blas
 def sample_smc(
     draws: int = 2000,
     kernel="hmc",
