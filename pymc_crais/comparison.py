@@ -284,6 +284,11 @@ def _table_class():
     return _TABLE_CLASS
 
 
+def _prob(p: float) -> str:
+    """Three significant digits, so that tiny probabilities do not print as 0.000."""
+    return f"{p:.3g}" if 0.0 < p < 1e-3 else f"{p:.3f}"
+
+
 def format_table(table, title: str | None = None) -> str:
     """A plain-text rendering of a :func:`compare` table (fixed width, for logs and the CLI)."""
     lines = [title] if title else []
@@ -294,6 +299,6 @@ def format_table(table, title: str | None = None) -> str:
     for name, row in table.iterrows():
         lines.append(
             f"{name!s:<22} {row.log_z:>10.3f} {row.mcse:>7.3f} {row.log_bf:>9.3f} "
-            f"{row.log_bf_mcse:>7.3f} {row.prob:>9.3f}   [{row.prob_lo:.3f}, {row.prob_hi:.3f}]"
+            f"{row.log_bf_mcse:>7.3f} {_prob(row.prob):>9}   [{_prob(row.prob_lo)}, {_prob(row.prob_hi)}]"
         )
     return "\n".join(lines)
