@@ -107,7 +107,8 @@ class AnnealResult:
     hit_max_steps : bool
         Whether ``max_steps`` forced the last step to ``τ = 1``.
     kernel_params : list
-        The kernel parameters used at each stage (for replay by a later run).
+        The kernel parameters of each stage's last transition, without per-particle parts
+        (for replay by a later run).
     """
 
     state: ParticleState
@@ -313,7 +314,6 @@ def anneal(
             params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
         else:
             params = kernel_params(tau_new)
-        used_params.append(params)
         acc = []
         n_moves = int(max_mcmc_steps) if auto_steps else int(n_mcmc_steps)
         x_start, prev_corr = state.x, 1.0
@@ -328,6 +328,9 @@ def anneal(
                     break
                 prev_corr = corr
 
+        # the parameters of the stage's last transition (re-tuned on particles that have
+        # moved under γ_τ): what a replay at this τ should use, not the stage's first ones
+        used_params.append(kernel.population_params(params))
         rec.tau.append(tau_new)
         rec.ess.append(stage_ess)
         rec.acceptance_rate.append(float(np.mean(acc)) if acc else np.nan)
