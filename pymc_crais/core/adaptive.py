@@ -133,7 +133,8 @@ class ConstantRateSchedule(Schedule):
     4. ``v`` = variance of ``g(u)`` (``variance="weighted"``: under the normalized weights;
        ``"unweighted"``: plain variance over the particles, as the authors' code);
     5. ``log β' = log β − δ / (v · r^α)``, the step clipped to ``[min_step, max_step]``;
-       the schedule ends at τ = 1 once ``v < v_min``.
+       the schedule ends at τ = 1 once ``v < v_min``; a non-finite ``v`` (overflow)
+       gives the smallest step (``min_step``, or the smallest representable one).
 
     Parameters
     ----------
@@ -184,9 +185,11 @@ class ConstantRateSchedule(Schedule):
     def next_tau(self, stage, tau, state, log_weights, path) -> float:
         v, log_r = self.rate_statistics(tau, state, log_weights, path)
         self.last_v = v
-        if not np.isfinite(v) or v < self.v_min:
+        if np.isfinite(v) and v < self.v_min:
             return 1.0
-        rate = v * np.exp(min(path.alpha * log_r, 700.0))
+        # an overflowing variance (v = inf, e.g. α < 0 far from the target) means the rule's
+        # step is zero: take the smallest step allowed, never a jump to the end
+        rate = v * np.exp(min(path.alpha * log_r, 700.0)) if np.isfinite(v) else np.inf
         log_beta = np.log1p(-tau) - self.delta / max(rate, 1e-300)
         tau_new = -np.expm1(log_beta)
         step = min(max(tau_new - tau, self.min_step), self.max_step)

@@ -185,3 +185,21 @@ def test_interpolate_schedule_exact_length_and_shape():
     np.testing.assert_allclose(out[::300 // 3 * 1][:1], tuned[:1])
     np.testing.assert_allclose(interpolate_schedule(linear_schedule(10), 20), linear_schedule(20))
     np.testing.assert_allclose(interpolate_schedule(tuned, 40), tuned)
+
+
+def test_constant_rate_overflowing_variance_takes_the_smallest_step():
+    """α < 0 with Δ spread over thousands of nats: g(u) overflows and v = inf. The rule's
+    step is then zero, so the schedule must take min_step, not jump to τ = 1."""
+    rng = np.random.default_rng(0)
+    n = 500
+    state = ParticleState(rng.normal(size=(n, 1)), np.zeros(n), -np.abs(rng.normal(0.0, 3000.0, size=n)))
+    path = make_path(-0.5, c=0.0)
+    sched = ConstantRateSchedule(0.05, min_step=1e-3)
+    with np.errstate(over="ignore", invalid="ignore"):
+        v, _ = sched.rate_statistics(0.0, state, np.zeros(n), path)
+        tau = sched.next_tau(0, 0.0, state, np.zeros(n), path)
+    assert not np.isfinite(v)
+    assert tau == pytest.approx(1e-3)
+    no_floor = ConstantRateSchedule(0.05, min_step=0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert 0.0 < no_floor.next_tau(0, 0.0, state, np.zeros(n), path) < 1e-200
