@@ -21,39 +21,21 @@ standard error. No assertion: the numbers go to docs/algorithms.md ("Adaptation 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import numpy as np
-from scipy import stats
 
 from pymc_crais.core import kernels as K
 from pymc_crais.core.anneal import anneal
-from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.paths import make_path
 from pymc_crais.core.schedules import make_fixed_schedule
 
-
-def regression(n=50, d=5, sigma=0.5, seed=1):
-    """The regression of tests/exact_models.linear_regression as a FunctionDensity."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    beta = rng.normal(0.0, 1.0, size=d)
-    y = X @ beta + rng.normal(0.0, sigma, size=n)
-    log_z = stats.multivariate_normal(np.zeros(n), sigma**2 * np.eye(n) + X @ X.T).logpdf(y)
-    c_prior, c_lik = -0.5 * d * np.log(2 * np.pi), -0.5 * n * np.log(2 * np.pi * sigma**2)
-
-    def log_q0(x):
-        return c_prior - 0.5 * np.sum(x * x, axis=1)
-
-    def log_target(x):
-        r = y - x @ X.T
-        return log_q0(x) + c_lik - 0.5 * np.sum(r * r, axis=1) / sigma**2
-
-    def grad_target(x):
-        return -x + (y - x @ X.T) @ X / sigma**2
-
-    dens = FunctionDensity(d, log_q0, log_target, lambda x: -x, grad_target, lambda rng, m: rng.normal(size=(m, d)))
-    return dens, float(log_z)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)  # the repository root, so that ``tests`` imports as a package
+from tests.exact_models import linear_regression_density  # noqa: E402
 
 
 def with_self_included(cls):
@@ -88,7 +70,7 @@ class Replay(K.HMC):
 
 
 def run(make_kernel, seeds, n):
-    dens, log_z = regression()
+    dens, log_z = linear_regression_density()
     errs, ses = [], []
     for s in seeds:
         rng = np.random.default_rng(s)

@@ -97,6 +97,32 @@ def peaked_normal_mean(n: int = 20_000) -> ExactModel:
     return normal_mean(n=n, sigma=1.0, prior_sd=3.0, seed=5)
 
 
+
+def linear_regression_density(n: int = 50, d: int = 5, sigma: float = 0.5, seed: int = 1):
+    """The model of :func:`linear_regression` (prior N(0, I)) as a NumPy-core
+    ``FunctionDensity``, with its exact log Z: ``(density, log_z)``."""
+    from pymc_crais.core.density import FunctionDensity
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = X @ rng.normal(size=d) + rng.normal(0.0, sigma, size=n)
+    log_z = stats.multivariate_normal(np.zeros(n), sigma**2 * np.eye(n) + X @ X.T).logpdf(y)
+    c_prior, c_lik = -0.5 * d * np.log(2 * np.pi), -0.5 * n * np.log(2 * np.pi * sigma**2)
+
+    def log_q0(x):
+        return c_prior - 0.5 * np.sum(x * x, axis=1)
+
+    def log_target(x):
+        r = y - x @ X.T
+        return log_q0(x) + c_lik - 0.5 * np.sum(r * r, axis=1) / sigma**2
+
+    def grad_target(x):
+        return -x + (y - x @ X.T) @ X / sigma**2
+
+    dens = FunctionDensity(d, log_q0, log_target, lambda x: -x, grad_target, lambda rng, m: rng.normal(size=(m, d)))
+    return dens, float(log_z)
+
+
 def assert_evidence(idata, log_z: float, max_mcse: float, bias: float = 0.02) -> None:
     """The run is precise (0 < MCSE < max_mcse) and within 4·MCSE + bias of the exact log Z."""
     import pymc_crais as pmc
