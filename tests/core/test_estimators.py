@@ -7,6 +7,7 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from pymc_crais.core.estimators import combine_chain_estimates
 
@@ -60,8 +61,10 @@ def test_mean_of_z_against_direct_computation(shift):
     assert value == pytest.approx(ref, abs=tol)
     assert value == pytest.approx(_log_mean_exp_decimal(lz), abs=tol)
     assert value != pytest.approx(np.mean(lz), abs=1e-3)  # not the mean of the logs
-    # between: sd(Z_c) / (sqrt(C) mean(Z_c)), scale-free
-    between = z.std(ddof=1) / (np.sqrt(5) * z.mean())
+    # between: sd(Z_c) / (sqrt(C) mean(Z_c)), scale-free, times the Student-t factor
+    # t_{0.975, C-1} / z_{0.975} for an SD estimated from C chains
+    t_factor = stats.t.ppf(0.975, 4) / stats.norm.ppf(0.975)
+    between = t_factor * z.std(ddof=1) / (np.sqrt(5) * z.mean())
     assert det["mcse_between"] == pytest.approx(between, rel=1e-12)
     # within: sqrt(sum p_c² v_c) over the chains with a finite v_c, p_c = Z_c / sum Z
     p = z / z.sum()
@@ -88,7 +91,8 @@ def test_dominant_chain():
     value, _, det = combine_chain_estimates(lz, [0.5, 0.01, 0.5])
     assert value == pytest.approx(-1e4 + 50.0 - np.log(3.0), abs=1e-9)
     assert det["mcse_within"] == pytest.approx(0.1, rel=1e-9)
-    assert det["mcse_between"] == pytest.approx(1.0, rel=1e-9)  # Ẑ ∝ (0, 1, 0): sd = √(1/3), mean = 1/3
+    # Ẑ ∝ (0, 1, 0): sd = √(1/3), mean = 1/3, so sd/(√3 mean) = 1, times t_{0.975,2}/z_{0.975}
+    assert det["mcse_between"] == pytest.approx(stats.t.ppf(0.975, 2) / stats.norm.ppf(0.975), rel=1e-9)
 
 
 def test_all_nan_within_variance_is_ignored():
