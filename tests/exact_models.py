@@ -67,6 +67,17 @@ def beta_binomial(a: float = 2.0, b: float = 3.0, seed: int = 2) -> ExactModel:
     return ExactModel("beta_binomial", model, float(log_z), {"p": (a + k.sum()) / (a + b + n.sum())})
 
 
+def poisson_normal() -> ExactModel:
+    """k ~ Poisson(3) (discrete), y_i ~ N(k, 1): Z = Σ_k Poisson(k; 3) Π_i N(y_i; k, 1)."""
+    y = np.array([2.2, 3.1, 1.7])
+    with pm.Model() as model:
+        k = pm.Poisson("k", 3.0)
+        pm.Normal("y", k, 1.0, observed=y)
+    ks = np.arange(60)
+    log_z = special.logsumexp(stats.poisson(3.0).logpmf(ks) + stats.norm(ks[:, None], 1).logpdf(y).sum(1))
+    return ExactModel("poisson_normal", model, float(log_z))
+
+
 def gaussian_mixture_potential(d: int = 3) -> ExactModel:
     """x ~ N(0, I) with a pm.Potential equal to a normalized two-component Gaussian mixture.
 

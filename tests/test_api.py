@@ -69,14 +69,8 @@ def test_gradient_kernel_on_discrete_model_names_alternative():
 
 def test_discrete_model_with_rwmh_is_exact():
     """k ~ Poisson(3), y ~ N(k, 1): Z = Σ_k Poisson(k; 3) N(y; k, 1), via the relaxation."""
-    from scipy import stats
-
-    y = np.array([2.2, 3.1, 1.7])
-    with pm.Model() as model:
-        k = pm.Poisson("k", 3.0)
-        pm.Normal("y", k, 1.0, observed=y)
-    ks = np.arange(60)
-    exact = np.log(np.sum(stats.poisson(3.0).pmf(ks) * np.exp(stats.norm(ks[:, None], 1).logpdf(y).sum(1))))
+    case = em.poisson_normal()
+    model, exact = case.model, case.log_z
     res = pmc.sample_ais(model=model, kernel="rwmh", draws=1000, n_steps=50, chains=4, cores=1, random_seed=1, progressbar=False)
     value, mcse = pmc.log_marginal_likelihood(res)
     assert mcse < 0.05 and abs(value - exact) <= 4 * mcse + 0.02

@@ -50,14 +50,8 @@ def _no_children_left(timeout: float = 20.0) -> list:
 # ============================================================================ discrete variables
 @pytest.fixture(scope="module")
 def poisson_model():
-    """k ~ Poisson(3), y ~ N(k, 1): Z = Σ_k Poisson(k; 3) Π N(y_i; k, 1)."""
-    y = np.array([2.2, 3.1, 1.7])
-    with pm.Model() as model:
-        k = pm.Poisson("k", 3.0)
-        pm.Normal("y", k, 1.0, observed=y)
-    ks = np.arange(60)
-    exact = special.logsumexp(stats.poisson(3.0).logpmf(ks) + stats.norm(ks[:, None], 1).logpdf(y).sum(1))
-    return model, float(exact)
+    case = em.poisson_normal()
+    return case.model, case.log_z
 
 
 @pytest.mark.parametrize(

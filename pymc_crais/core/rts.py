@@ -91,29 +91,35 @@ class ArrayTauPath:
             out[idx] = fn(float(t), delta[idx])
         return out
 
-    def log_ratio(self, tau, delta) -> np.ndarray:
-        """``h(τ_j, Δ_j) = log γ_{τ_j}(θ_j) − log q0(θ_j)`` per particle."""
+    def _per_particle(self, name: str, tau, delta, geometric) -> np.ndarray:
+        """The path's ``name`` quantity at each particle's own τ: the path itself for a
+        scalar τ, ``geometric(t, d)`` in closed form on the geometric path, else one call
+        per distinct τ."""
         t = np.asarray(tau, dtype=np.float64)
+        fn = getattr(self.path, name)
         if t.ndim == 0:
-            return self.path.log_ratio(float(t), delta)
+            return fn(float(t), delta)
         d = _clean_delta(delta)
         t = np.broadcast_to(t, d.shape)
         if isinstance(self.path, GeometricPath):
+            return geometric(t, d)
+        return self._by_level(fn, t, d)
+
+    def log_ratio(self, tau, delta) -> np.ndarray:
+        """``h(τ_j, Δ_j) = log γ_{τ_j}(θ_j) − log q0(θ_j)`` per particle."""
+
+        def geometric(t, d):
             with np.errstate(invalid="ignore"):
                 out = t * (d - self.c)
             return np.where(t == 0.0, 0.0, out)
-        return self._by_level(self.path.log_ratio, t, d)
+
+        return self._per_particle("log_ratio", tau, delta, geometric)
 
     def gradient_weight(self, tau, delta) -> np.ndarray:
         """Coefficient ``w_j`` of ``∇Δ`` in ``∇ log γ_{τ_j}`` per particle."""
-        t = np.asarray(tau, dtype=np.float64)
-        if t.ndim == 0:
-            return self.path.gradient_weight(float(t), delta)
-        d = _clean_delta(delta)
-        t = np.broadcast_to(t, d.shape)
-        if isinstance(self.path, GeometricPath):
-            return np.array(t, dtype=np.float64)
-        return self._by_level(self.path.gradient_weight, t, d)
+        return self._per_particle(
+            "gradient_weight", tau, delta, lambda t, d: np.array(t, dtype=np.float64)
+        )
 
     def log_increment(self, tau_from, tau_to, delta) -> np.ndarray:
         """``log γ_{τ_to} − log γ_{τ_from}`` per particle (``-inf`` instead of NaN)."""
