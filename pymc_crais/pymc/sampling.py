@@ -330,6 +330,10 @@ def _terminate_workers(executor: cf.ProcessPoolExecutor, timeout: float = 10.0) 
         if proc.is_alive():
             proc.kill()
             proc.join(1.0)
+    # the pool's manager thread may be reaping the same processes: a join that lost that
+    # race returns before the exit code is recorded, so wait until every one has it
+    while any(p.exitcode is None for p in procs) and time.monotonic() < deadline + 2.0:
+        time.sleep(0.01)
 
 
 def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProgress, runner=None) -> list[dict]:
