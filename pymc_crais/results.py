@@ -18,6 +18,7 @@ Everything is numeric or fixed-width string, so ``to_netcdf`` round-trips.
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 
 import numpy as np
@@ -29,6 +30,7 @@ from .core.estimators import combine_chain_estimates
 __all__ = ["build_datatree", "log_marginal_likelihood", "pad_stages"]
 
 
+@functools.cache
 def _version(pkg: str) -> str:
     try:
         return importlib.metadata.version(pkg)

@@ -12,6 +12,7 @@ per-particle loop and warns.
 from __future__ import annotations
 
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.density import BatchedDensity, Evaluation
+from .rewrites import simplify_logp_graph
 
 __all__ = [
     "ModelDensity",
@@ -106,9 +108,7 @@ def parameter_layout(model) -> ParameterLayout:
 def initial_point_vector(model, layout: ParameterLayout) -> np.ndarray:
     """The model's initial point raveled as ``θ`` (float64, in unconstrained space)."""
     ip = model.initial_point()
-    return np.concatenate(
-        [np.asarray(ip[s.name], dtype=np.float64).ravel() for s in layout.slots]
-    )
+    return np.concatenate([np.asarray(ip[s.name], dtype=np.float64).ravel() for s in layout.slots])
 
 
 def resolve_compile_kwargs(backend: str | None, compile_kwargs: dict | None) -> dict:
@@ -198,6 +198,7 @@ def compile_model_density(
     gradient: bool = True,
     compile_kwargs: dict | None = None,
     vectorize: bool = True,
+    simplify: bool = True,
 ) -> ModelDensity:
     """Compile ``model`` into a :class:`ModelDensity` evaluating whole populations at once.
 
@@ -211,6 +212,10 @@ def compile_model_density(
         :func:`resolve_compile_kwargs`).
     vectorize : bool, default True
         Build the batched graph; ``False`` forces the per-particle loop (for comparisons).
+    simplify : bool, default True
+        Apply the exact rewrites of :mod:`pymc_crais.pymc.rewrites` (e.g. Bernoulli-logit's
+        log-density with one softplus instead of two) before vectorizing and
+        differentiating. ``False`` compiles PyMC's graph as it is (for comparisons).
 
     Returns
     -------
@@ -223,6 +228,78 @@ def compile_model_density(
             "evidence is just its likelihood. Add at least one unobserved variable."
         )
     ckw = dict(compile_kwargs or {})
+    compiled = cached_on_model(
+        model,
+        ckw,
+        ("density", gradient, vectorize, simplify),
+        lambda: _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify),
+    )
+    vectorized, fn, fn_grad, grad_error, fallback_reason = compiled
+    if not vectorized and vectorize:
+        warnings.warn(
+            "pymc_crais could not vectorize this model's log-density "
+            f"({fallback_reason}); falling back to a per-particle loop, which is much slower.",
+            PerParticleFallbackWarning,
+            stacklevel=2,
+        )
+    return ModelDensity(layout.dim, layout, vectorized, fn, fn_grad, grad_error)
+
+
+# Compiled functions per model, so that repeated sample_* calls on one model (a benchmark
+# grid, a notebook re-run, CR-AIS's pilot/tuning/final runs) compile once. Weakly keyed:
+# an entry dies with its model. Values hold no reference to the model.
+_COMPILED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compile_cache_key(model, compile_kwargs: dict, *flags) -> tuple | None:
+    """The cache key of ``model``'s compiled functions, or None if it cannot be hashed.
+
+    The key holds the model's variables themselves (free, value, observed, potentials,
+    deterministics and their transforms), so a model changed after its first compilation
+    (a variable added) gets a new entry; ``pm.Data`` containers are shared variables read
+    at call time, so ``pm.set_data`` needs no recompilation. The compile options and
+    PyTensor's global mode, linker and floatX are part of the key.
+    """
+    import pytensor
+
+    try:
+        key = (
+            tuple(model.free_RVs),
+            tuple(model.value_vars),
+            tuple(model.observed_RVs),
+            tuple(model.potentials),
+            tuple(model.deterministics),
+            tuple(model.rvs_to_transforms.get(rv) for rv in model.free_RVs),
+            bool(getattr(model, "check_bounds", True)),
+            tuple(sorted(compile_kwargs.items())),
+            (str(pytensor.config.mode), str(pytensor.config.linker), pytensor.config.floatX),
+            flags,
+        )
+        hash(key)
+    except TypeError:  # an unhashable compile option: compile without caching
+        return None
+    return key
+
+
+def cached_on_model(model, compile_kwargs: dict, tag: tuple, build):
+    """``build()``, or the object an earlier call with the same model, options and ``tag``
+    built (see :func:`compile_cache_key`)."""
+    key = compile_cache_key(model, compile_kwargs, *tag)
+    if key is None:
+        return build()
+    entries = _COMPILED.setdefault(model, {})
+    if key not in entries:
+        entries[key] = build()
+    return entries[key]
+
+
+def clear_compile_cache() -> None:
+    """Forget every compiled model function (the next ``sample_*`` call recompiles)."""
+    _COMPILED.clear()
+
+
+def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) -> tuple:
+    """``(vectorized, fn, fn_grad, grad_error, fallback_reason)`` for :func:`compile_model_density`."""
     (lp, ll), theta = _joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
     lp = pt.as_tensor_variable(lp).astype("float64")
     ll = pt.as_tensor_variable(ll).astype("float64")
@@ -238,6 +315,8 @@ def compile_model_density(
     if vectorize:
         try:
             xb, (blp, bll) = batched([lp, ll])
+            if simplify:  # after vectorizing: canonical forms can hide batch dimensions
+                blp, bll = simplify_logp_graph([blp, bll])
             fn = _compile([xb], [blp, bll], ckw)
             fn_grad = None
             if gradient:
@@ -249,15 +328,13 @@ def compile_model_density(
                     grad_error = f"{type(err).__name__}: {err}"
             # smoke test on two copies of the initial point, so failures surface here
             fn(np.tile(initial_point_vector(model, layout), (2, 1)))
-            return ModelDensity(layout.dim, layout, True, fn, fn_grad, grad_error)
+            return True, fn, fn_grad, grad_error, None
         except Exception as err:
-            warnings.warn(
-                "pymc_crais could not vectorize this model's log-density "
-                f"({type(err).__name__}: {err}); falling back to a per-particle loop, "
-                "which is much slower.",
-                PerParticleFallbackWarning,
-                stacklevel=2,
-            )
+            fallback_reason = f"{type(err).__name__}: {err}"
+    else:
+        fallback_reason = None
+    if simplify:
+        lp, ll = simplify_logp_graph([lp, ll])
     fn = _compile([theta], [lp, ll], ckw)
     fn_grad = None
     if gradient:
@@ -274,4 +351,4 @@ def compile_model_density(
             )
         except Exception as err:
             grad_error = f"{type(err).__name__}: {err}"
-    return ModelDensity(layout.dim, layout, False, fn, fn_grad, grad_error)
+    return False, fn, fn_grad, grad_error, fallback_reason

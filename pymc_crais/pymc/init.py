@@ -19,7 +19,21 @@ from pytensor.tensor.random.type import RandomGeneratorType
 
 from .compile import ParameterLayout, PerParticleFallbackWarning, resolve_compile_kwargs
 
-__all__ = ["PriorSampler"]
+__all__ = ["PriorSampler", "prior_sampler"]
+
+
+def prior_sampler(
+    model, layout: ParameterLayout, compile_kwargs: dict | None = None
+) -> PriorSampler:
+    """A :class:`PriorSampler` for ``model``, compiled once per model and compile options.
+
+    Drawing re-seeds the compiled function from the caller's generator each time, so a
+    cached sampler gives the same draws as a fresh one.
+    """
+    from .compile import cached_on_model
+
+    ckw = dict(compile_kwargs or {})
+    return cached_on_model(model, ckw, ("prior",), lambda: PriorSampler(model, layout, ckw))
 
 
 class PriorSampler:

@@ -13,10 +13,17 @@ from .compile import (
     PerParticleFallbackWarning,
     _compile,
     _joined_scalar_graph,
+    cached_on_model,
     resolve_compile_kwargs,
 )
 
-__all__ = ["PosteriorMapper"]
+__all__ = ["PosteriorMapper", "posterior_mapper"]
+
+
+def posterior_mapper(model, layout: ParameterLayout, compile_kwargs: dict | None = None):
+    """A :class:`PosteriorMapper` for ``model``, compiled once per model and options."""
+    ckw = dict(compile_kwargs or {})
+    return cached_on_model(model, ckw, ("posterior",), lambda: PosteriorMapper(model, layout, ckw))
 
 
 class PosteriorMapper:

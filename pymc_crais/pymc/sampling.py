@@ -33,9 +33,9 @@ from ..core.schedules import (
 )
 from ..core.weights import normalized_weights
 from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs
-from .init import PriorSampler
+from .init import prior_sampler
 from .initial import build_initial
-from .mapping import PosteriorMapper
+from .mapping import posterior_mapper
 from .model_info import check_model_for_evidence, model_data_for_results
 from .progress import ChainProgress, stage_callback, worker_initializer
 
@@ -207,7 +207,7 @@ def _setup(
     ckw = resolve_compile_kwargs(backend, compile_kwargs)
     needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
     model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
-    prior = PriorSampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
+    prior = prior_sampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
     initial = build_initial(init, init_kwargs, model, model_density, prior)
     attrs = {
         "draws": draws,
@@ -394,7 +394,7 @@ def _sample_chains(setup: _Setup, path, schedule, n_mcmc_steps, max_steps, progr
 def _finish(setup: _Setup, outs, attrs, extra_vars, return_inferencedata, idata_kwargs):
     import pymc as pm
 
-    mapper = PosteriorMapper(setup.model, setup.layout, setup.compile_kwargs)
+    mapper = posterior_mapper(setup.model, setup.layout, setup.compile_kwargs)
     per_chain = [mapper(o.pop("x")) for o in outs]
     posterior = {k: np.stack([pc[k] for pc in per_chain]) for k in mapper.names}
     for o in outs:

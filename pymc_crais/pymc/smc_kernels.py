@@ -29,7 +29,7 @@ from ..core.paths import make_path
 from ..core.schedules import make_fixed_schedule
 from ..core.weights import logsumexp
 from .compile import compile_model_density, parameter_layout
-from .init import PriorSampler
+from .init import prior_sampler
 
 __all__ = ["BatchedSMC", "CRSMC"]
 
@@ -75,7 +75,7 @@ class BatchedSMC(SMC_KERNEL):
         ckw = dict(kwargs.get("compile_kwargs") or {})
         ckw.pop("on_unused_input", None)
         self._density = compile_model_density(model, gradient=self._kernel.needs_gradient, compile_kwargs=ckw)
-        self._prior = PriorSampler(model, layout, ckw)
+        self._prior = prior_sampler(model, layout, ckw)
         if not 0.0 <= correlation_threshold < 1.0:
             raise ValueError(f"correlation_threshold must be in [0, 1), got {correlation_threshold}")
         self.correlation_threshold = float(correlation_threshold)

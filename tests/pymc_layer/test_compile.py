@@ -83,7 +83,7 @@ def test_gradient_matches_finite_differences(mixed_model, rng):
         np.testing.assert_allclose(ev.grad_delta[:, j], (up.delta - dn.delta) / (2 * eps), rtol=1e-5, atol=1e-6)
 
 
-def test_fallback_loop_warns_and_agrees(mixed_model, rng, monkeypatch):
+def test_fallback_loop_warns_and_agrees(mixed_model, rng, monkeypatch, request):
     x = PriorSampler(mixed_model, parameter_layout(mixed_model)).draw(rng, 5)
     batched = compile_model_density(mixed_model).evaluate(x, gradient=True)
 
@@ -91,6 +91,8 @@ def test_fallback_loop_warns_and_agrees(mixed_model, rng, monkeypatch):
         raise NotImplementedError("no vectorization for this op")
 
     monkeypatch.setattr(compile_mod, "vectorize_graph", broken)
+    compile_mod.clear_compile_cache()  # the batched functions of this model are cached
+    request.addfinalizer(compile_mod.clear_compile_cache)  # and so is the fallback
     with pytest.warns(PerParticleFallbackWarning, match="per-particle loop"):
         dens = compile_model_density(mixed_model)
     assert not dens.vectorized

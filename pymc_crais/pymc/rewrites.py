@@ -1,0 +1,161 @@
+"""Graph rewrites that make common model log-densities cheaper to evaluate in batch.
+
+PyMC writes the Bernoulli log-density with a logit parameter as
+
+``check(switch(y, log(sigmoid(η)), log1p(-sigmoid(η))), 0 <= sigmoid(η) <= 1)``
+
+which PyTensor's stabilization turns into ``switch(y, -softplus(-η), -softplus(η))``. Every
+element then costs two softplus evaluations (both branches of an elementwise ``switch``
+are computed) plus a sigmoid for the parameter check, and the gradient needs a further
+division: about six transcendental functions per data row and particle, where
+``where(y, η, 0) − softplus(η)`` and its gradient ``where(y, 1, 0) − sigmoid(η)`` need three.
+For logistic regressions the likelihood is nearly all of the work, so this is the
+difference between PyTensor and hand-written NumPy (``benchmarks/bench_logp.py``).
+
+The rewrites here are exact identities, applied to the model's log-density graph before
+it is vectorized and differentiated (:func:`simplify_logp_graph`):
+
+- :func:`local_switch_neg_softplus`: ``switch(c, -softplus(-x), -softplus(x))`` →
+  ``switch(c, x, 0) − softplus(x)`` (and the mirrored form), since
+  ``softplus(-x) = softplus(x) − x``. The absolute rounding error is at most a few ulp of
+  ``x``.
+- :func:`local_sigmoid_range_check`: the conditions ``sigmoid(x) >= 0`` and
+  ``sigmoid(x) <= 1`` of a parameter check are replaced by ``True``. They fail only for a
+  NaN ``x``, where the check returned ``-inf``; without it the log-density is NaN, which
+  :func:`pymc_crais.core.density.sanitize_log_density` maps to ``-inf`` all the same (zero
+  weight, a rejected move).
+
+Any other graph passes through unchanged; if rewriting fails for an unforeseen graph the
+original graph is used (see :func:`simplify_logp_graph`).
+"""
+
+from __future__ import annotations
+
+import pytensor.tensor as pt
+from pytensor.graph.basic import Constant
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.graph.rewriting.utils import rewrite_graph
+from pytensor.scalar import basic as ps
+from pytensor.scalar.math import Softplus
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.math import sigmoid
+
+__all__ = ["local_sigmoid_range_check", "local_switch_neg_softplus", "simplify_logp_graph"]
+
+
+def _elemwise_of(var, scalar_op_type):
+    """The single input of ``var`` when ``var = Elemwise(scalar_op_type)(input)``, else None."""
+    node = var.owner
+    if node is None or not isinstance(node.op, Elemwise):
+        return None
+    if not isinstance(node.op.scalar_op, scalar_op_type) or len(node.inputs) != 1:
+        return None
+    return node.inputs[0]
+
+
+def _negated(var):
+    """``x`` when ``var`` is ``-x`` written as ``neg(x)`` or ``mul(-1, x)`` (canonical form)."""
+    inner = _elemwise_of(var, ps.Neg)
+    if inner is not None:
+        return inner
+    node = var.owner
+    if node is None or not isinstance(node.op, Elemwise) or not isinstance(node.op.scalar_op, ps.Mul):
+        return None
+    if len(node.inputs) != 2:
+        return None
+    a, b = node.inputs
+    if _is_constant(a, -1):
+        return b
+    if _is_constant(b, -1):
+        return a
+    return None
+
+
+def _neg_softplus_arg(var):
+    """``x`` when ``var = -softplus(x)``, else None."""
+    inner = _negated(var)
+    return None if inner is None else _elemwise_of(inner, Softplus)
+
+
+@node_rewriter([pt.switch])
+def local_switch_neg_softplus(fgraph, node):
+    """``switch(c, -softplus(-x), -softplus(x))`` → ``switch(c, x, 0) − softplus(x)``.
+
+    The mirrored ``switch(c, -softplus(x), -softplus(-x))`` becomes
+    ``switch(c, 0, x) − softplus(x)``. This is Bernoulli-logit's log-density after
+    stabilization; the rewrite halves its transcendental functions and those of its
+    gradient.
+    """
+    cond, a, b = node.inputs
+    sa, sb = _neg_softplus_arg(a), _neg_softplus_arg(b)
+    if sa is None or sb is None:
+        return None
+    zero = pt.zeros((), dtype=node.outputs[0].dtype)
+    if _negated(sa) is sb:  # a = -softplus(-x), b = -softplus(x), x = sb
+        x = sb
+        out = pt.switch(cond, x, zero) - pt.softplus(x)
+    elif _negated(sb) is sa:  # a = -softplus(x), b = -softplus(-x), x = sa
+        x = sa
+        out = pt.switch(cond, zero, x) - pt.softplus(x)
+    else:
+        return None
+    out = out.astype(node.outputs[0].dtype)
+    if out.type.broadcastable != node.outputs[0].type.broadcastable:
+        return None  # a broadcasting pattern this rewrite does not handle: leave it
+    return [out]
+
+
+def _is_constant(var, value) -> bool:
+    if not isinstance(var, Constant):
+        return False
+    data = var.data
+    try:
+        return bool((data == value).all())
+    except AttributeError:
+        return bool(data == value)
+
+
+@node_rewriter([pt.ge, pt.le])
+def local_sigmoid_range_check(fgraph, node):
+    """``sigmoid(x) >= 0`` and ``sigmoid(x) <= 1`` → ``True`` (they fail only for NaN ``x``)."""
+    lhs, rhs = node.inputs
+    x = _elemwise_of(lhs, type(sigmoid.scalar_op))
+    if x is None:
+        return None
+    bound = 0 if isinstance(node.op.scalar_op, ps.GE) else 1
+    if not _is_constant(rhs, bound):
+        return None
+    out = pt.ones_like(x, dtype="bool")
+    if out.type.broadcastable != node.outputs[0].type.broadcastable:
+        return None  # the bound broadcasts x: leave it
+    return [out]
+
+
+_REWRITER = in2out(local_sigmoid_range_check, local_switch_neg_softplus, name="pymc_crais_logp")
+
+
+def simplify_logp_graph(outputs: list) -> list:
+    """Canonicalize and stabilize ``outputs``, then apply this module's rewrites.
+
+    The graph is cloned (its inputs are kept), so the model's own graph is not touched.
+    If anything fails, ``outputs`` are returned unchanged: these rewrites only make the
+    compiled function faster, never different.
+
+    Parameters
+    ----------
+    outputs : list of pytensor.tensor.TensorVariable
+
+    Returns
+    -------
+    list of pytensor.tensor.TensorVariable
+    """
+    try:
+        new = rewrite_graph(
+            list(outputs),
+            include=("canonicalize", "stabilize"),
+            custom_rewrite=_REWRITER,
+            clone=True,
+        )
+    except Exception:  # pragma: no cover - defensive: an exotic graph the rewrites trip on
+        return list(outputs)
+    return [n.astype(o.dtype) if n.dtype != o.dtype else n for n, o in zip(new, outputs)]

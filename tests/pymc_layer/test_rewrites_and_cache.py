@@ -1,0 +1,119 @@
+"""The log-density graph rewrites (exact, fewer transcendentals) and the compile cache."""
+
+import re
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from scipy.special import expit
+
+from pymc_crais.pymc import compile as compile_mod
+from pymc_crais.pymc.compile import compile_model_density
+from pymc_crais.pymc.rewrites import simplify_logp_graph
+
+
+def _logistic_model(n=40, d=3, seed=0, logit=True):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (rng.uniform(size=n) < 0.5).astype(int)
+    with pm.Model() as model:
+        beta = pm.Normal("beta", 0.0, 2.0, shape=d)
+        eta = pt.dot(X, beta)
+        if logit:
+            pm.Bernoulli("y", logit_p=eta, observed=y)
+        else:
+            pm.Bernoulli("y", p=pm.math.invlogit(eta), observed=y)
+    return model, X, y
+
+
+def _numpy_loglik(B, X, y):
+    eta = B @ X.T
+    return (y * eta - np.logaddexp(0.0, eta)).sum(axis=1), (y - expit(eta)) @ X
+
+
+def _n_softplus(graph) -> int:
+    """Distinct softplus nodes (scalar ones inside fused loops included) in ``graph``."""
+    text = pytensor.printing.debugprint(graph, file="str", print_type=False)
+    return len(set(re.findall(r"Softplus \[id (\w+)\]", text)))
+
+
+@pytest.mark.parametrize("logit", [True, False])
+def test_simplified_density_is_exact_and_cheaper(logit):
+    model, X, y = _logistic_model(logit=logit)
+    new = compile_model_density(model)
+    old = compile_model_density(model, simplify=False)
+    rng = np.random.default_rng(1)
+    # ordinary, large and huge linear predictors (softplus's branches), and a NaN particle
+    B = np.concatenate([rng.normal(size=(20, 3)), 15 * rng.normal(size=(5, 3)), [[300.0, -300.0, 1.0]]])
+    a, b = new.evaluate(B, gradient=True), old.evaluate(B, gradient=True)
+    ll, g = _numpy_loglik(B, X, y)
+    np.testing.assert_allclose(a.delta, ll, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(a.grad_delta, g, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(a.delta, b.delta, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(a.log_q0, b.log_q0, rtol=0, atol=1e-12)
+    nan = new.evaluate(np.array([[np.nan, 0.0, 0.0]]), gradient=True)
+    assert nan.delta[0] == -np.inf or nan.log_q0[0] == -np.inf
+    assert np.all(nan.grad_delta == 0.0)
+    # PyMC's graph evaluates softplus on both branches; the rewritten one once
+    assert _n_softplus(old._fn) >= 2
+    assert _n_softplus(new._fn) == 1
+
+
+@pytest.mark.parametrize("mirrored", [False, True])
+def test_switch_neg_softplus_rewrite(mirrored):
+    x = pt.vector("x")
+    c = pt.vector("c", dtype="bool")
+    a, b = -pt.softplus(-x), -pt.softplus(x)
+    out = pt.switch(c, b, a) if mirrored else pt.switch(c, a, b)
+    (new,) = simplify_logp_graph([out])
+    assert _n_softplus(out) == 2 and _n_softplus(new) == 1
+    xv = np.array([-800.0, -40.0, -3.0, 0.0, 2.5, 40.0, 800.0])
+    cv = np.array([True, False, True, False, True, False, True])
+    f_new, f_old = pytensor.function([x, c], new), pytensor.function([x, c], out)
+    np.testing.assert_allclose(f_new(xv, cv), f_old(xv, cv), rtol=1e-13, atol=1e-13)
+
+
+def test_other_graphs_pass_through_unchanged():
+    x = pt.vector("x")
+    out = pt.switch(x > 0, -pt.softplus(x), pt.log(x**2 + 1))
+    (new,) = simplify_logp_graph([out])
+    xv = np.linspace(-3, 3, 7)
+    np.testing.assert_allclose(pytensor.function([x], new)(xv), pytensor.function([x], out)(xv))
+
+
+def test_repeated_compilation_is_cached_per_model_and_options():
+    model, _, _ = _logistic_model(seed=3)
+    first = compile_model_density(model, gradient=False)
+    second = compile_model_density(model, gradient=False)
+    assert second._fn is first._fn
+    assert second is not first and second.n_evals == 0  # evaluation counters are per density
+    assert compile_model_density(model)._fn is not first._fn  # with gradients: another entry
+    assert compile_model_density(model, gradient=False, simplify=False)._fn is not first._fn
+    options = {"on_unused_input": "warn"}
+    assert compile_model_density(model, gradient=False, compile_kwargs=options)._fn is not first._fn
+    # a model changed after compiling gets new functions
+    with model:
+        pm.Normal("extra", 0.0, 1.0)
+    changed = compile_model_density(model, gradient=False)
+    assert changed._fn is not first._fn and changed.dim == first.dim + 1
+    other, _, _ = _logistic_model(seed=3)  # an equal but distinct model is compiled anew
+    assert compile_model_density(other, gradient=False)._fn is not first._fn
+
+
+def test_cached_function_reads_updated_data():
+    rng = np.random.default_rng(4)
+    with pm.Model() as model:
+        obs = pm.Data("obs", rng.normal(size=10))
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=obs, shape=obs.shape)
+    x = np.array([[0.3], [-1.0]])
+    before = compile_model_density(model).evaluate(x).delta
+    new_obs = rng.normal(size=7)
+    with model:
+        pm.set_data({"obs": new_obs})
+    after = compile_model_density(model).evaluate(x).delta
+    expected = [-0.5 * ((new_obs - m) ** 2).sum() - 3.5 * np.log(2 * np.pi) for m in x[:, 0]]
+    np.testing.assert_allclose(after, expected, rtol=1e-10)
+    assert not np.allclose(before, after)
