@@ -58,11 +58,15 @@ def poisson_model():
     "sampler,kernel", [(pmc.sample_ais, "hmc"), (pmc.sample_smc, "mala"), (pmc.sample_crais, "hmc")]
 )
 def test_discrete_with_gradient_kernel_names_mh_and_imh(poisson_model, sampler, kernel):
-    with pytest.raises(ValueError, match=r"discrete free variables \['k'\].*kernel='rwmh' or kernel='imh'"):
+    with pytest.raises(
+        ValueError, match=r"discrete free variables \['k'\].*kernel='rwmh' or kernel='imh'"
+    ):
         sampler(model=poisson_model[0], kernel=kernel, draws=50, chains=1, **QUIET)
 
 
-@pytest.mark.parametrize("sampler,kernel", [(pmc.sample_smc, "imh"), (pmc.sample_ais, "imh"), (pmc.sample_smc, "rwmh")])
+@pytest.mark.parametrize(
+    "sampler,kernel", [(pmc.sample_smc, "imh"), (pmc.sample_ais, "imh"), (pmc.sample_smc, "rwmh")]
+)
 def test_discrete_with_mh_and_imh_is_exact(poisson_model, sampler, kernel):
     """Supported: the kernels move the continuous relaxation p(round(θ)) (docs/algorithms.md)."""
     model, exact = poisson_model
@@ -80,7 +84,9 @@ def test_improper_prior_with_prior_q0_is_refused(dist, sampler):
     with pm.Model() as model:
         s = getattr(pm, dist)("s")
         pm.Normal("y", 0.0, pt.abs(s) + 1.0, observed=[0.1, -0.3])
-    with pytest.raises(ValueError, match=r"\['s'\] have improper priors.*init='laplace' or init=\{'mean'"):
+    with pytest.raises(
+        ValueError, match=r"\['s'\] have improper priors.*init='laplace' or init=\{'mean'"
+    ):
         sampler(model=model, draws=50, chains=1, **QUIET)
 
 
@@ -94,7 +100,15 @@ def test_improper_prior_with_user_gaussian_q0_is_exact():
         m = pm.Flat("m")
         pm.Normal("y", m, 1.0, observed=y)
     with pytest.warns(UserWarning, match="improper priors"):
-        res = pmc.sample_ais(model=model, init={"mean": [0.0], "cov": [[4.0]]}, draws=1000, n_steps=20, chains=2, random_seed=1, **QUIET)
+        res = pmc.sample_ais(
+            model=model,
+            init={"mean": [0.0], "cov": [[4.0]]},
+            draws=1000,
+            n_steps=20,
+            chains=2,
+            random_seed=1,
+            **QUIET,
+        )
     em.assert_evidence(res, exact, 0.05)
 
 
@@ -171,19 +185,36 @@ def feature_model():
         mu = pm.Deterministic("mu", Xd @ beta)
         pm.Normal("yr", mu, 0.5, observed=yr)
     # closed forms
-    z_x = stats.multivariate_normal(np.zeros(4), np.kron(np.ones((2, 2)), cov_x) + np.eye(4)).logpdf(Y.ravel())
+    z_x = stats.multivariate_normal(
+        np.zeros(4), np.kron(np.ones((2, 2)), cov_x) + np.eye(4)
+    ).logpdf(Y.ravel())
     z_u = np.log((stats.norm.cdf(2.0, 0.3, 0.5) - stats.norm.cdf(-1.0, 0.3, 0.5)) / 3.0)
     a, b, n, s = 2.0, 1.0, counts.size, counts.sum()
-    z_lam = (a * np.log(b) - special.gammaln(a) + special.gammaln(a + s) - (a + s) * np.log(b + n)
-             - special.gammaln(counts + 1).sum())
+    z_lam = (
+        a * np.log(b)
+        - special.gammaln(a)
+        + special.gammaln(a + s)
+        - (a + s) * np.log(b + n)
+        - special.gammaln(counts + 1).sum()
+    )
     z_reg = stats.multivariate_normal(np.zeros(6), 0.25 * np.eye(6) + X @ X.T).logpdf(yr)
     return model, float(z_x + z_u + z_lam + z_reg), X
 
 
 def test_deterministic_data_potential_multivariate_bounded_initval(feature_model):
     model, exact, X = feature_model
-    res = pmc.sample_ais(model=model, kernel="rwmh", schedule="exponential", n_steps=200, n_mcmc_steps=2,
-                         schedule_kwargs={"tau_min": 1e-3}, draws=500, chains=2, random_seed=5, **QUIET)
+    res = pmc.sample_ais(
+        model=model,
+        kernel="rwmh",
+        schedule="exponential",
+        n_steps=200,
+        n_mcmc_steps=2,
+        schedule_kwargs={"tau_min": 1e-3},
+        draws=500,
+        chains=2,
+        random_seed=5,
+        **QUIET,
+    )
     em.assert_evidence(res, exact, 0.1)
     post = res.posterior
     assert post["x"].shape == (2, 500, 2) and post["beta"].dims == ("chain", "draw", "feat")
@@ -202,7 +233,9 @@ def test_nan_log_density_particles_get_zero_weight():
         pm.Potential("nan_half", pt.switch(x > 0, 0.0, np.nan))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        res = pmc.sample_smc(model=model, kernel="rwmh", draws=1000, chains=2, random_seed=4, **QUIET)
+        res = pmc.sample_smc(
+            model=model, kernel="rwmh", draws=1000, chains=2, random_seed=4, **QUIET
+        )
     em.assert_evidence(res, np.log(0.5), 0.05)
     assert (res.posterior["x"].values > 0).all()
 
@@ -212,7 +245,9 @@ def test_all_weights_vanishing_names_chain_stage_and_tau():
         x = pm.Normal("x", 0.0, 1.0)
         pm.Potential("impossible", pt.switch(x > 100.0, 0.0, -np.inf))
     with pytest.raises(pmc.ChainFailedError, match=r"chain 0 failed.*stage 0 \(tau 0 -> 0\.1\)"):
-        pmc.sample_ais(model=model, kernel="rwmh", draws=50, n_steps=10, chains=2, random_seed=0, **QUIET)
+        pmc.sample_ais(
+            model=model, kernel="rwmh", draws=50, n_steps=10, chains=2, random_seed=0, **QUIET
+        )
 
 
 def test_extremely_peaked_likelihood_near_minus_1e5():
@@ -245,26 +280,54 @@ def test_two_particles_one_chain(small_case, sampler):
 
 
 def test_cores_above_chains_is_capped_and_identical(small_case):
-    a = pmc.sample_smc(model=small_case.model, draws=100, chains=1, cores=4, random_seed=9, progressbar=False)
-    b = pmc.sample_smc(model=small_case.model, draws=100, chains=1, cores=1, random_seed=9, progressbar=False)
-    assert a.sample_stats.log_marginal_likelihood.values[0] == b.sample_stats.log_marginal_likelihood.values[0]
+    a = pmc.sample_smc(
+        model=small_case.model, draws=100, chains=1, cores=4, random_seed=9, progressbar=False
+    )
+    b = pmc.sample_smc(
+        model=small_case.model, draws=100, chains=1, cores=1, random_seed=9, progressbar=False
+    )
+    assert (
+        a.sample_stats.log_marginal_likelihood.values[0]
+        == b.sample_stats.log_marginal_likelihood.values[0]
+    )
     np.testing.assert_array_equal(a.posterior["mu"].values, b.posterior["mu"].values)
 
 
 @pytest.mark.parametrize("sampler", [pmc.sample_ais, pmc.sample_smc, pmc.sample_crais])
 def test_seed_sequence_of_wrong_length(small_case, sampler):
-    with pytest.raises(ValueError, match=r"random_seed has 2 entries but chains=3; give one seed per chain"):
+    with pytest.raises(
+        ValueError, match=r"random_seed has 2 entries but chains=3; give one seed per chain"
+    ):
         sampler(model=small_case.model, draws=50, chains=3, random_seed=[1, 2], **QUIET)
 
 
 def test_smc_same_seed_same_result_on_one_or_two_cores(small_case):
-    kw = {"model": small_case.model, "draws": 200, "chains": 2, "random_seed": 11, "progressbar": False}
+    kw = {
+        "model": small_case.model,
+        "draws": 200,
+        "chains": 2,
+        "random_seed": 11,
+        "progressbar": False,
+    }
     seq, par = pmc.sample_smc(cores=1, **kw), pmc.sample_smc(cores=2, **kw)
     for name in ("log_marginal_likelihood", "log_marginal_likelihood_mcse", "log_weights", "tau"):
         np.testing.assert_array_equal(seq.sample_stats[name].values, par.sample_stats[name].values)
     np.testing.assert_array_equal(seq.posterior["mu"].values, par.posterior["mu"].values)
     lz = seq.sample_stats.log_marginal_likelihood.values
     assert lz[0] != lz[1]
+
+
+def test_forked_and_pickled_workers_give_the_same_result(small_case):
+    """Fork-context pools inherit the compiled chain tasks; other start methods receive them
+    pickled. Both must run the same arithmetic, and the inherited tasks must be released."""
+    kw = {"model": small_case.model, "draws": 50, "n_steps": 5, "chains": 2, "cores": 2}
+    forked = pmc.sample_ais(random_seed=5, mp_ctx="fork", progressbar=False, **kw)
+    spawned = pmc.sample_ais(random_seed=5, mp_ctx="forkserver", progressbar=False, **kw)
+    for name in ("log_marginal_likelihood", "log_weights"):
+        np.testing.assert_array_equal(
+            forked.sample_stats[name].values, spawned.sample_stats[name].values
+        )
+    assert sampling._FORK_TASKS == {}
 
 
 def test_chain_streams_are_independent():
@@ -293,7 +356,15 @@ def _interrupt_parent_then_hang(task):
 def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monkeypatch):
     monkeypatch.setattr(sampling, "_run_chain", _explode_on_chain_1)
     with pytest.raises(pmc.ChainFailedError) as info:
-        pmc.sample_ais(model=small_case.model, draws=50, n_steps=5, chains=2, cores=2, random_seed=0, progressbar=False)
+        pmc.sample_ais(
+            model=small_case.model,
+            draws=50,
+            n_steps=5,
+            chains=2,
+            cores=2,
+            random_seed=0,
+            progressbar=False,
+        )
     msg = str(info.value)
     assert "chain 1 failed with ArithmeticError: boom in chain 1" in msg
     assert "traceback in the worker process" in msg and "_explode_on_chain_1" in msg
@@ -304,7 +375,15 @@ def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monk
 def test_keyboard_interrupt_stops_all_workers(small_case, monkeypatch):
     monkeypatch.setattr(sampling, "_run_chain", _interrupt_parent_then_hang)
     with pytest.raises(KeyboardInterrupt):
-        pmc.sample_ais(model=small_case.model, draws=50, n_steps=5, chains=2, cores=2, random_seed=0, progressbar=False)
+        pmc.sample_ais(
+            model=small_case.model,
+            draws=50,
+            n_steps=5,
+            chains=2,
+            cores=2,
+            random_seed=0,
+            progressbar=False,
+        )
     assert _no_children_left() == []
 
 
@@ -341,12 +420,24 @@ def test_mcse_calibration_reduced():
     """
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "benchmarks", "calibrate_mcse.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(__file__)), "benchmarks", "calibrate_mcse.py"
+    )
     spec = importlib.util.spec_from_file_location("calibrate_mcse", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    out = mod.main(["--replicates", "30", "--models", "normal_mean,gaussian_mixture_potential",
-                    "--samplers", "ais,smc", "--seed", "77"])
+    out = mod.main(
+        [
+            "--replicates",
+            "30",
+            "--models",
+            "normal_mean,gaussian_mixture_potential",
+            "--samplers",
+            "ais,smc",
+            "--seed",
+            "77",
+        ]
+    )
     for row in out["rows"]:
         assert row["coverage_2mcse"] >= 0.8, row
         assert 0.5 < row["mean_mcse"] / row["sd"] < 2.0, row

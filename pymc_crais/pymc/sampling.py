@@ -8,6 +8,7 @@ builder.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import multiprocessing
 import numbers
 import os
@@ -77,7 +78,9 @@ def _check_int(value, name: str, minimum: int, fix: str) -> int:
     return int(value)
 
 
-def chain_generators(random_seed, chains: int) -> tuple[list[np.random.Generator], np.random.Generator]:
+def chain_generators(
+    random_seed, chains: int
+) -> tuple[list[np.random.Generator], np.random.Generator]:
     """One independent generator per chain, plus one for run-level work (pilot, tuning).
 
     Parameters
@@ -132,7 +135,9 @@ def schedule_from_result(result) -> np.ndarray:
             n = int(st["n_stages"].values[0])
             tau = np.asarray(st["tau"].values[0, :n], dtype=np.float64)
         except KeyError:
-            raise ValueError("the result has no sample_stats.tau; pass a pymc_crais result") from None
+            raise ValueError(
+                "the result has no sample_stats.tau; pass a pymc_crais result"
+            ) from None
     return np.concatenate([[0.0], tau])
 
 
@@ -295,12 +300,24 @@ def _chain_output(task, rng: np.random.Generator, result) -> dict:
     }
 
 
-def _run_chain_in_worker(payload: bytes) -> dict:
-    """Worker entry: ``(runner, task)`` travel as cloudpickle bytes (compiled graphs with
-    ``OpFromGraph`` gradients do not pickle with the standard pickler)."""
-    import cloudpickle
+# Chain tasks handed to forked workers by inheritance: registered before the pool forks,
+# so a worker finds its (runner, task) here with the compiled, already JIT-compiled model
+# functions of the parent, instead of unpickling them and compiling them again (≈ 2 s per
+# worker with the Numba linker).
+_FORK_TASKS: dict[int, tuple] = {}
+_FORK_KEYS = itertools.count()
 
-    runner, task = cloudpickle.loads(payload)
+
+def _run_chain_in_worker(payload: bytes | int) -> dict:
+    """Worker entry: ``(runner, task)`` either inherited from a forking parent (``payload``
+    is its key in ``_FORK_TASKS``) or as cloudpickle bytes (spawn/forkserver; compiled
+    graphs with ``OpFromGraph`` gradients do not pickle with the standard pickler)."""
+    if isinstance(payload, int):
+        runner, task = _FORK_TASKS[payload]
+    else:
+        import cloudpickle
+
+        runner, task = cloudpickle.loads(payload)
     try:
         from threadpoolctl import threadpool_limits
 
@@ -336,7 +353,9 @@ def _terminate_workers(executor: cf.ProcessPoolExecutor, timeout: float = 10.0) 
         time.sleep(0.01)
 
 
-def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProgress, runner=None) -> list[dict]:
+def _run_chains(
+    tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProgress, runner=None
+) -> list[dict]:
     """Run the chain tasks (in this process when ``cores == 1``, else in a process pool),
     reporting to ``progress`` (entered here)."""
     runner = _run_chain if runner is None else runner
@@ -349,12 +368,16 @@ def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProg
                 except Exception as err:
                     if len(tasks) == 1:
                         raise
-                    raise ChainFailedError(f"chain {task.chain} failed: {type(err).__name__}: {err}") from err
+                    raise ChainFailedError(
+                        f"chain {task.chain} failed: {type(err).__name__}: {err}"
+                    ) from err
                 progress.chain_done(out[-1])
             return out
         import cloudpickle
 
-        ctx = multiprocessing.get_context(mp_ctx) if isinstance(mp_ctx, str | type(None)) else mp_ctx
+        ctx = (
+            multiprocessing.get_context(mp_ctx) if isinstance(mp_ctx, str | type(None)) else mp_ctx
+        )
         results: dict[int, dict] = {}
         executor = cf.ProcessPoolExecutor(
             max_workers=min(cores, len(tasks)),
@@ -362,10 +385,17 @@ def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProg
             initializer=worker_initializer,
             initargs=(progress.make_queue(ctx),),
         )
+        forked = ctx.get_start_method() == "fork"
+        if forked:  # a fork-context pool forks all its workers at the first submit
+            keys = [next(_FORK_KEYS) for _ in tasks]
+            _FORK_TASKS.update({k: (runner, t) for k, t in zip(keys, tasks, strict=True)})
+            payloads = keys
+        else:
+            payloads = [cloudpickle.dumps((runner, t)) for t in tasks]
         try:
             futures = {
-                executor.submit(_run_chain_in_worker, cloudpickle.dumps((runner, t))): t.chain
-                for t in tasks
+                executor.submit(_run_chain_in_worker, payload): t.chain
+                for payload, t in zip(payloads, tasks, strict=True)
             }
             for fut in cf.as_completed(futures):
                 res = fut.result()
@@ -374,15 +404,38 @@ def _run_chains(tasks: list[_ChainTask], cores: int, mp_ctx, progress: ChainProg
         except BaseException:  # a chain failed, or KeyboardInterrupt: no worker survives
             _terminate_workers(executor)
             raise
+        finally:
+            if forked:
+                for k in keys:
+                    _FORK_TASKS.pop(k, None)
         executor.shutdown(wait=True)
         return [results[t.chain] for t in tasks]
 
 
-def _sample_chains(setup: _Setup, path, schedule, n_mcmc_steps, max_steps, progressbar, mp_ctx, kernel_params=None, label: str = "AIS") -> tuple[list, float]:
+def _sample_chains(
+    setup: _Setup,
+    path,
+    schedule,
+    n_mcmc_steps,
+    max_steps,
+    progressbar,
+    mp_ctx,
+    kernel_params=None,
+    label: str = "AIS",
+) -> tuple[list, float]:
     tasks = [
         _ChainTask(
-            i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, path, schedule,
-            setup.kernel, int(n_mcmc_steps), int(max_steps), kernel_params,
+            i,
+            setup.chain_rngs[i],
+            setup.density,
+            setup.draw,
+            setup.draws,
+            path,
+            schedule,
+            setup.kernel,
+            int(n_mcmc_steps),
+            int(max_steps),
+            kernel_params,
         )
         for i in range(setup.chains)
     ]
@@ -416,7 +469,9 @@ def _finish(setup: _Setup, outs, attrs, extra_vars, return_inferencedata, idata_
         extra_vars=extra_vars,
     )
     if ik.get("log_likelihood"):
-        idata = pm.compute_log_likelihood(idata, model=setup.model, extend_inferencedata=True, progressbar=False)
+        idata = pm.compute_log_likelihood(
+            idata, model=setup.model, extend_inferencedata=True, progressbar=False
+        )
     return idata
 
 
@@ -448,7 +503,9 @@ def _scale_shift(setup, alpha, scale_shift, pilot_schedule, attrs) -> float:
         c = float(scale_shift)
         if not np.isfinite(c):
             raise ValueError(f"scale_shift must be finite, got {scale_shift!r}")
-    attrs.update({"c": c, "scale_shift": "pilot" if n_pilot else "fixed", "n_logp_evals_pilot": n_pilot})
+    attrs.update(
+        {"c": c, "scale_shift": "pilot" if n_pilot else "fixed", "n_logp_evals_pilot": n_pilot}
+    )
     return c
 
 
@@ -461,11 +518,15 @@ def _resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_ste
         key = schedule.lower()
         if key in ADAPTIVE_SCHEDULES:
             if kw:
-                raise TypeError("schedule_kwargs only apply to linear/sigmoid/exponential schedules")
+                raise TypeError(
+                    "schedule_kwargs only apply to linear/sigmoid/exponential schedules"
+                )
             cls = ESSSchedule if key == "ess" else CESSSchedule
             return cls(0.9 if rho is None else rho, max_step=max_step, min_step=min_step)
         if key in FIXED_SCHEDULES:
-            return make_fixed_schedule(key, _check_int(n_steps, "n_steps", 1, "e.g. n_steps=200"), **kw)
+            return make_fixed_schedule(
+                key, _check_int(n_steps, "n_steps", 1, "e.g. n_steps=200"), **kw
+            )
         raise ValueError(
             f"schedule={schedule!r} is unknown; choose one of {sorted(FIXED_SCHEDULES)}, 'ess', "
             "'cess', 'constant_rate', or pass an increasing array of tau from 0 to 1 or a "
@@ -618,13 +679,29 @@ def sample_ais(
     """
     if isinstance(schedule, str) and schedule.lower() == "constant_rate":
         return sample_crais(
-            draws=draws, alpha=alpha, kernel=kernel, chains=chains, cores=cores,
-            random_seed=random_seed, progressbar=progressbar,
-            return_inferencedata=return_inferencedata, idata_kwargs=idata_kwargs,
-            compile_kwargs=compile_kwargs, model=model, init=init, init_kwargs=init_kwargs,
-            n_mcmc_steps=n_mcmc_steps, kernel_kwargs=kernel_kwargs, max_step=max_step,
-            min_step=min_step, max_steps=max_steps, scale_shift=scale_shift, backend=backend,
-            mp_ctx=mp_ctx, n_steps=n_steps, **crais_kwargs,
+            draws=draws,
+            alpha=alpha,
+            kernel=kernel,
+            chains=chains,
+            cores=cores,
+            random_seed=random_seed,
+            progressbar=progressbar,
+            return_inferencedata=return_inferencedata,
+            idata_kwargs=idata_kwargs,
+            compile_kwargs=compile_kwargs,
+            model=model,
+            init=init,
+            init_kwargs=init_kwargs,
+            n_mcmc_steps=n_mcmc_steps,
+            kernel_kwargs=kernel_kwargs,
+            max_step=max_step,
+            min_step=min_step,
+            max_steps=max_steps,
+            scale_shift=scale_shift,
+            backend=backend,
+            mp_ctx=mp_ctx,
+            n_steps=n_steps,
+            **crais_kwargs,
         )
     if crais_kwargs:
         raise TypeError(f"sample_ais got unexpected arguments {sorted(crais_kwargs)}")
@@ -633,17 +710,36 @@ def sample_ais(
     sched = _resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
     max_steps = _check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
     setup = _setup(
-        model=model, draws=draws, chains=chains, cores=cores, kernel=kernel,
-        kernel_kwargs=kernel_kwargs, init=init, init_kwargs=init_kwargs,
-        random_seed=random_seed, backend=backend, compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs, n_mcmc_steps=n_mcmc_steps,
+        model=model,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        kernel=kernel,
+        kernel_kwargs=kernel_kwargs,
+        init=init,
+        init_kwargs=init_kwargs,
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs,
+        n_mcmc_steps=n_mcmc_steps,
     )
-    attrs = {"method": "ais", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs, **sched.describe()}
+    attrs = {
+        "method": "ais",
+        "path": make_path(alpha, 0.0).name,
+        "alpha": float(alpha),
+        **setup.attrs,
+        **sched.describe(),
+    }
     pilot_sched = sched
     if isinstance(schedule, str) and schedule.lower() in FIXED_SCHEDULES:
-        pilot_sched = make_fixed_schedule(schedule, max(int(n_steps) // 4, 10), **dict(schedule_kwargs or {}))
+        pilot_sched = make_fixed_schedule(
+            schedule, max(int(n_steps) // 4, 10), **dict(schedule_kwargs or {})
+        )
     c = _scale_shift(setup, alpha, scale_shift, pilot_sched, attrs)
-    outs, t_sampling = _sample_chains(setup, make_path(alpha, c), sched, n_mcmc_steps, max_steps, progressbar, mp_ctx)
+    outs, t_sampling = _sample_chains(
+        setup, make_path(alpha, c), sched, n_mcmc_steps, max_steps, progressbar, mp_ctx
+    )
     attrs["sampling_time"] = t_sampling
     attrs["wall_time"] = time.perf_counter() - t_start
     return _finish(setup, outs, attrs, {}, return_inferencedata, idata_kwargs)
@@ -744,7 +840,11 @@ def sample_crais(
     t_start = time.perf_counter()
     make_path(alpha, 0.0)
     if not (isinstance(delta, str) and delta == "auto"):
-        if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not (np.isfinite(delta) and delta > 0):
+        if (
+            isinstance(delta, bool)
+            or not isinstance(delta, numbers.Real)
+            or not (np.isfinite(delta) and delta > 0)
+        ):
             raise ValueError(f"delta must be a positive number or 'auto', got {delta!r}")
     if n_steps is not None:
         n_steps = _check_int(n_steps, "n_steps", 1, "or n_steps=None to keep the tuned schedule")
@@ -752,15 +852,35 @@ def sample_crais(
         n_tune_steps = max(32, n_steps // 4) if n_steps is not None else 64
     n_tune_steps = _check_int(n_tune_steps, "n_tune_steps", 2, "e.g. n_tune_steps=64")
     max_steps = _check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
-    ConstantRateSchedule(1.0, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min)  # validate
+    ConstantRateSchedule(
+        1.0, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min
+    )  # validate
     setup = _setup(
-        model=model, draws=draws, chains=chains, cores=cores, kernel=kernel,
-        kernel_kwargs=kernel_kwargs, init=init, init_kwargs=init_kwargs,
-        random_seed=random_seed, backend=backend, compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs, n_mcmc_steps=n_mcmc_steps,
+        model=model,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        kernel=kernel,
+        kernel_kwargs=kernel_kwargs,
+        init=init,
+        init_kwargs=init_kwargs,
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs,
+        n_mcmc_steps=n_mcmc_steps,
     )
-    tune_draws = setup.draws if tune_draws is None else _check_int(tune_draws, "tune_draws", 2, "e.g. tune_draws=512")
-    attrs = {"method": "crais", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs}
+    tune_draws = (
+        setup.draws
+        if tune_draws is None
+        else _check_int(tune_draws, "tune_draws", 2, "e.g. tune_draws=512")
+    )
+    attrs = {
+        "method": "crais",
+        "path": make_path(alpha, 0.0).name,
+        "alpha": float(alpha),
+        **setup.attrs,
+    }
 
     # 1. pilot: c for α ≠ 0 and the rate integral for delta="auto"
     c, total = _rate_pilot(setup, alpha, scale_shift, need_integral=delta == "auto", attrs=attrs)
@@ -773,26 +893,44 @@ def sample_crais(
     attempts = []
     for attempt in range(4 if delta == "auto" else 1):
         cap = max_steps if delta != "auto" else min(max_steps, 4 * n_tune_steps)
-        tune_sched = ConstantRateSchedule(delta_value, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min)
+        tune_sched = ConstantRateSchedule(
+            delta_value, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min
+        )
         with warnings.catch_warnings():
             if delta == "auto" and attempt < 3:
                 warnings.filterwarnings("ignore", message="max_steps=", category=RuntimeWarning)
             with ChainProgress(progressbar, 1, "CR-AIS tuning", final_line=False) as bar:
                 tres = anneal(
-                    setup.aux_rng, setup.density, setup.draw(setup.aux_rng, tune_draws), path, tune_sched,
-                    _fresh_kernel(setup), n_mcmc_steps=n_mcmc_steps, max_steps=cap,
+                    setup.aux_rng,
+                    setup.density,
+                    setup.draw(setup.aux_rng, tune_draws),
+                    path,
+                    tune_sched,
+                    _fresh_kernel(setup),
+                    n_mcmc_steps=n_mcmc_steps,
+                    max_steps=cap,
                     callback=stage_callback(0),
                 )
-                bar.chain_done({"chain": 0, "log_marginal_likelihood": tres.log_marginal_likelihood,
-                                "n_logp_evals": tres.n_logp_evals, **tres.stages})
+                bar.chain_done(
+                    {
+                        "chain": 0,
+                        "log_marginal_likelihood": tres.log_marginal_likelihood,
+                        "n_logp_evals": tres.n_logp_evals,
+                        **tres.stages,
+                    }
+                )
         attempts.append((delta_value, tres.n_stages))
         if delta != "auto":
             break
         m = tres.n_stages
-        clipped = np.mean(np.diff(np.concatenate([[0.0], tres.stages["tau"]])) >= (max_step or 1.0) * (1 - 1e-9))
-        if (n_tune_steps / 2 <= m <= 2 * n_tune_steps and not tres.hit_max_steps) or (m < n_tune_steps and clipped > 0.5):
+        clipped = np.mean(
+            np.diff(np.concatenate([[0.0], tres.stages["tau"]])) >= (max_step or 1.0) * (1 - 1e-9)
+        )
+        if (n_tune_steps / 2 <= m <= 2 * n_tune_steps and not tres.hit_max_steps) or (
+            m < n_tune_steps and clipped > 0.5
+        ):
             break  # on target, or too short only because max_step clips most steps
-        delta_value *= (4.0 if tres.hit_max_steps else m / n_tune_steps)
+        delta_value *= 4.0 if tres.hit_max_steps else m / n_tune_steps
     n_tune = setup.density.n_evals - before
     tuned = np.concatenate([[0.0], tres.stages["tau"]])
     final = tuned if n_steps is None else interpolate_schedule(tuned, n_steps)
@@ -821,8 +959,15 @@ def sample_crais(
     replay = ParamsByTau(tres.stages["tau"], tres.kernel_params) if replay_kernel else None
     attrs["replay_kernel"] = bool(replay_kernel)
     outs, t_sampling = _sample_chains(
-        setup, path, FixedSchedule(final, name="constant_rate"), n_mcmc_steps, final.size,
-        progressbar, mp_ctx, kernel_params=replay, label="CR-AIS",
+        setup,
+        path,
+        FixedSchedule(final, name="constant_rate"),
+        n_mcmc_steps,
+        final.size,
+        progressbar,
+        mp_ctx,
+        kernel_params=replay,
+        label="CR-AIS",
     )
     attrs["sampling_time"] = t_sampling
     attrs["wall_time"] = time.perf_counter() - t_start
@@ -830,7 +975,9 @@ def sample_crais(
     return _finish(setup, outs, attrs, extra, return_inferencedata, idata_kwargs)
 
 
-def _rate_pilot(setup: _Setup, alpha, scale_shift, *, need_integral: bool, attrs: dict) -> tuple[float, float]:
+def _rate_pilot(
+    setup: _Setup, alpha, scale_shift, *, need_integral: bool, attrs: dict
+) -> tuple[float, float]:
     """One cheap geometric pilot for the constant-rate samplers.
 
     It fixes the scale shift ``c`` (its ``log Ẑ``, when ``alpha != 0`` and no shift is
@@ -845,8 +992,11 @@ def _rate_pilot(setup: _Setup, alpha, scale_shift, *, need_integral: bool, attrs
         probe = _RateProbe(alpha)
         before = setup.density.n_evals
         pres = anneal(
-            setup.aux_rng, setup.density, setup.draw(setup.aux_rng, min(setup.draws, 256)),
-            make_path(0.0), probe.wrap(make_fixed_schedule(exponential_schedule(32, tau_min=1e-6))),
+            setup.aux_rng,
+            setup.density,
+            setup.draw(setup.aux_rng, min(setup.draws, 256)),
+            make_path(0.0),
+            probe.wrap(make_fixed_schedule(exponential_schedule(32, tau_min=1e-6))),
             _fresh_kernel(setup),
         )
         n_pilot = setup.density.n_evals - before
@@ -858,7 +1008,9 @@ def _rate_pilot(setup: _Setup, alpha, scale_shift, *, need_integral: bool, attrs
         c = float(scale_shift)
         if not np.isfinite(c):
             raise ValueError(f"scale_shift must be finite, got {scale_shift!r}")
-    attrs.update({"c": c, "scale_shift": "pilot" if need_c else "fixed", "n_logp_evals_pilot": n_pilot})
+    attrs.update(
+        {"c": c, "scale_shift": "pilot" if need_c else "fixed", "n_logp_evals_pilot": n_pilot}
+    )
     return c, total
 
 

@@ -46,7 +46,9 @@ def test_simplified_density_is_exact_and_cheaper(logit):
     old = compile_model_density(model, simplify=False)
     rng = np.random.default_rng(1)
     # ordinary, large and huge linear predictors (softplus's branches), and a NaN particle
-    B = np.concatenate([rng.normal(size=(20, 3)), 15 * rng.normal(size=(5, 3)), [[300.0, -300.0, 1.0]]])
+    B = np.concatenate(
+        [rng.normal(size=(20, 3)), 15 * rng.normal(size=(5, 3)), [[300.0, -300.0, 1.0]]]
+    )
     a, b = new.evaluate(B, gradient=True), old.evaluate(B, gradient=True)
     ll, g = _numpy_loglik(B, X, y)
     np.testing.assert_allclose(a.delta, ll, rtol=1e-12, atol=1e-9)
