@@ -243,6 +243,23 @@ def print_tables(results: dict, data: str) -> None:
         print(f"{label:24s} " + " ".join(f"{c:>19s}" for c in cells) + f"   {best:.3f} ({_fmt_evals(at)})")
 
 
+def markdown_table(results: dict, data: str) -> str:
+    """The threshold table of ``print_tables`` as Markdown (for docs/benchmarks.md)."""
+    runs = [r for r in results["runs"].values() if r["data"] == data]
+    head = "| method | grid | evals/chain, \\|err\\| ≤ 0.1 | ≤ 0.3 | ≤ 1 | best \\|err\\| (at evals/chain) |"
+    lines = [head, "|---|---|---|---|---|---|"]
+    for label in STYLE:
+        recs = [r for r in runs if r["label"] == label]
+        if not recs:
+            continue
+        vals = sorted({r["value"] for r in recs})
+        grid = f"{recs[0]['param']} ∈ {{{', '.join(format(v, 'g') for v in vals)}}}"
+        cells = [_fmt_evals(evals_to_reach(recs, t)[0]) for t in THRESHOLDS]
+        _, (best, at) = evals_to_reach(recs, 0.0)
+        lines.append(f"| {label} | {grid} | " + " | ".join(cells) + f" | {best:.3g} ({_fmt_evals(at)}) |")
+    return "\n".join(lines)
+
+
 def plot(results: dict, data: str, path: Path) -> None:
     import matplotlib
 
@@ -254,8 +271,11 @@ def plot(results: dict, data: str, path: Path) -> None:
         return
     ref, ref_sd = REFERENCES[data]
     meta = results.get("meta", {})
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
-    lo = ref - (8 if data == "pima" else 25)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.8))
+    # log Z axis stretched like asinh((y - ref) / s): linear within ~s of the reference,
+    # logarithmic beyond, so that errors of 0.1 and of 500 nats fit one panel
+    s = 0.3
+    ax1.set_yscale("function", functions=(lambda y: np.arcsinh((y - ref) / s), lambda u: ref + s * np.sinh(u)))
     for label, (_, colour, marker) in STYLE.items():
         recs = sorted((r for r in runs if r["label"] == label), key=lambda r: r["evals_per_chain"])
         if not recs:
@@ -264,20 +284,25 @@ def plot(results: dict, data: str, path: Path) -> None:
         y = np.array([r["log_z"] for r in recs])
         e = np.array([r["mcse"] for r in recs])
         ls = "--" if label.startswith("pm.") else "-"
-        ax1.errorbar(x, np.maximum(y, lo), yerr=np.where(y > lo, e, 0), color=colour, marker=marker, ls=ls,
-                     ms=5, capsize=2, lw=1.2, label=label)
-        below = y < lo
-        if below.any():
-            ax1.scatter(x[below], np.full(below.sum(), lo), color=colour, marker="v", s=50, zorder=5)
+        ax1.errorbar(x, y, yerr=e, color=colour, marker=marker, ls=ls, ms=5, capsize=2, lw=1.2, label=label)
         ax2.plot(x, np.abs(y - ref), color=colour, marker=marker, ls=ls, ms=5, lw=1.2, label=label)
     ax1.axhline(ref, color="0.3", lw=1)
     ax1.axhspan(ref - ref_sd, ref + ref_sd, color="0.7", alpha=0.5)
-    hi = max(ref + 3, max(r["log_z"] + r["mcse"] for r in runs if np.isfinite(r["mcse"])) + 0.5)
-    ax1.set_ylim(lo - 0.5, min(hi, ref + 10))
+    lo = min(r["log_z"] - r["mcse"] for r in runs)
+    hi = max(r["log_z"] + r["mcse"] for r in runs)
+    offsets = np.array([0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000])
+    offsets = offsets[offsets >= (max(hi, ref) - lo) / 1000]  # no crowd of ticks at the reference
+    ticks = np.concatenate([ref - offsets[::-1], [ref], ref + offsets])
+    ticks = ticks[(ticks >= lo - 1) & (ticks <= max(hi, ref) + 1)]
+    ax1.set_yticks(ticks, [f"{t:.1f}" if abs(t - ref) < 1 and t != ref else f"{t:.0f}" if t != ref else f"{t:.3f}"
+                           for t in ticks])
+    fwd = lambda y: np.arcsinh((y - ref) / s)  # noqa: E731
+    bwd = lambda u: ref + s * np.sinh(u)  # noqa: E731
+    ax1.set_ylim(bwd(fwd(lo) - 0.3), bwd(fwd(max(hi, ref + 0.3)) + 0.3))
     ax1.set_xscale("log")
     ax1.set_xlabel("target evaluations per chain (incl. pilot and tuning)")
     ax1.set_ylabel("log Z estimate ± MCSE")
-    ax1.set_title(f"{data.capitalize()}: log Z (reference {ref}; ▼ = below {lo:g})")
+    ax1.set_title(f"{data.capitalize()}: log Z ± MCSE (reference {ref}; asinh-stretched axis)")
     for t in THRESHOLDS:
         ax2.axhline(t, color="0.6", lw=0.8, ls=":")
     ax2.set_xscale("log")
@@ -285,12 +310,13 @@ def plot(results: dict, data: str, path: Path) -> None:
     ax2.set_xlabel("target evaluations per chain (incl. pilot and tuning)")
     ax2.set_ylabel("|log Z estimate − reference|")
     ax2.set_title("|error| (dotted: 0.1, 0.3, 1)")
-    ax2.legend(fontsize=8, loc="lower left")
+    handles, labels = ax2.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9, frameon=False)
     fig.suptitle(
         f"q0 = prior, {meta.get('draws', '?')} particles (pm.sample_smc: its draws), {meta.get('chains', '?')} chains, "
         f"seed {meta.get('seed', '?')}; HMC 3 leapfrog (ours), IMH (PyMC)", fontsize=10,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -307,6 +333,7 @@ def main():
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "out" / "accuracy_cost"))
     parser.add_argument("--img", default=str(REPO / "docs" / "img"), help="folder of the PNGs")
     parser.add_argument("--plot-only", action="store_true", help="redraw from OUT/results.json")
+    parser.add_argument("--markdown", action="store_true", help="also print the threshold tables as Markdown")
     parser.add_argument("--pima-fixed-max", type=int, default=256,
                         help="largest M of the sigmoid/exponential schedules on Pima (CPU budget)")
     args = parser.parse_args()
@@ -353,6 +380,8 @@ def main():
 
     for data in datas:
         print_tables(results, data)
+        if args.markdown:
+            print("\n" + markdown_table(results, data) + "\n")
         plot(results, data, Path(args.img) / f"accuracy_cost_{data}.png")
 
 
