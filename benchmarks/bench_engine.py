@@ -1,7 +1,7 @@
 """Where the time of an annealing step goes, and how it scales (Pima logistic regression).
 
     python benchmarks/bench_engine.py                      # all parts
-    python benchmarks/bench_engine.py --parts a            # (a) only; also b, c, or a,b,c
+    python benchmarks/bench_engine.py --parts a            # (a) only; also b, c, d, or a,b,c,d
     python benchmarks/bench_engine.py --parts b --png docs/img/engine_scaling.png
 
 (a) Time per annealing step of the core loop (``compile_model_density`` + ``core.anneal``:
@@ -19,7 +19,11 @@
     ``tracemalloc`` in a second, shorter run (the arrays PyTensor's Numba code allocates
     internally are not traced; the resident set counts them). Writes the PNG.
 (c) ``pmc.sample_ais`` on Pima, 2 chains, ``cores=1`` against ``cores=2`` (alternating,
-    compile included in the wall time; ``sampling_time`` is the chains only).
+    compile included in the wall time; ``sampling_time`` is the chains only), and what a
+    worker pays per chain to unpickle the compiled density.
+(d) ``pmc.sample_ais(backend=...)`` end to end for the Numba, C and JAX linkers with
+    ``cores=1`` and ``cores=2``, each in a fresh process with a time limit: does it run,
+    and does the same seed give the same ``log Z``?
 
 All timings go with the machine's load average, printed alongside: on a shared machine
 they are upper bounds. Markdown tables on stdout; no assertion.
@@ -32,6 +36,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -387,7 +392,7 @@ def part_c(draws, n_steps, repeats):
             rows.append({"rep": rep, "cores": cores, "wall": wall, "sampling": float(st.attrs["sampling_time"]),
                          "cpu": cpu, "log_z": lz.tolist(), "load": la})
             print(f"<!-- {json.dumps(rows[-1])} -->", flush=True)
-    print("\n| repeat | cores | wall s (compile incl.) | sampling s (chains) | CPU s (this process + workers) | "
+    print("\n| repeat | cores | wall s (whole call; the model is compiled once per process) | sampling s (chains) | CPU s (this process + workers) | "
           "log Z per chain | load before |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
@@ -449,9 +454,61 @@ def worker_setup_cost(X, y, repeats: int = 2):
           f"default start method here: {multiprocessing.get_start_method()}\n")
 
 
+_SMOKE = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+import pymc_crais as pmc
+from pymc_crais.datasets import load_pima
+from pymc_crais.models import logistic_regression
+d = load_pima()
+m = logistic_regression(d.X, d.y, prior_sd=5.0)
+backend, cores, draws, n_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+mp_ctx = None if sys.argv[5] == "default" else sys.argv[5]
+out = []
+for _ in range(2):  # the same seed twice: reproducible?
+    t = time.perf_counter()
+    idata = pmc.sample_ais(model=m, draws=draws, n_steps=n_steps, chains=2, cores=cores, random_seed=1,
+                           progressbar=False, backend=backend, mp_ctx=mp_ctx)
+    out.append([time.perf_counter() - t, np.asarray(idata.sample_stats["log_marginal_likelihood"]).ravel().tolist()])
+print(json.dumps(out))
+"""
+
+
+def part_d(backends, draws, n_steps, timeout, mp_ctx="default"):
+    """``sample_ais(backend=...)`` end to end, each setting in a fresh process with a time limit."""
+    print(f"## (d) sample_ais(backend=...) on Pima: 2 chains x {draws} particles x {n_steps} steps, "
+          f"random_seed=1, run twice per process; limit {timeout} s per process; worker start method: {mp_ctx}\n")
+    print("| backend | cores | runs | wall s (1st call, compile incl.; 2nd call) | log Z per chain (1st call) | "
+          "same seed, same log Z | load |")
+    print("|---|---|---|---|---|---|---|")
+    for b in backends:
+        for cores in (1, 2):
+            cmd = [sys.executable, "-c", _SMOKE, b, str(cores), str(draws), str(n_steps), mp_ctx]
+            la = os.getloadavg()[0]
+            # own process group, so that a hung run's pool workers are stopped with it
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                print(f"| {b} | {cores} | no: no result within {timeout} s (hung) | - | - | - | {la:.2f} |", flush=True)
+                continue
+            if proc.returncode != 0:
+                err = (stderr.strip().splitlines() or [f"rc {proc.returncode}"])[-1][:150]
+                print(f"| {b} | {cores} | no: {err} | - | - | - | {la:.2f} |", flush=True)
+                continue
+            (w1, z1), (w2, z2) = json.loads(stdout.strip().splitlines()[-1])
+            print(f"| {b} | {cores} | yes | {w1:.1f}; {w2:.1f} | {', '.join(f'{v:.4f}' for v in z1)} | "
+                  f"{z1 == z2} | {la:.2f} |", flush=True)
+    print()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="a,b,c")
+    parser.add_argument("--parts", default="a,b,c,d")
     parser.add_argument("--steps", type=int, default=30, help="(a) annealing steps per run")
     parser.add_argument("--ns", default="500,2000", help="(a) particle counts")
     parser.add_argument("--profile-n", type=int, default=2000)
@@ -462,6 +519,11 @@ def main():
     parser.add_argument("--draws", type=int, default=500, help="(c) particles per chain")
     parser.add_argument("--ais-steps", type=int, default=100, help="(c) annealing steps")
     parser.add_argument("--repeats", type=int, default=2, help="(c) repeats of each setting")
+    parser.add_argument("--backends", default="numba,c,jax", help="(d) PyTensor backends")
+    parser.add_argument("--smoke-draws", type=int, default=200, help="(d) particles per chain")
+    parser.add_argument("--smoke-steps", type=int, default=20, help="(d) annealing steps")
+    parser.add_argument("--smoke-timeout", type=int, default=150, help="(d) seconds per process")
+    parser.add_argument("--smoke-mp-ctx", default="default", help="(d) worker start method (spawn, forkserver)")
     parser.add_argument("--one-size", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -481,6 +543,8 @@ def main():
         part_b([int(v) for v in args.scale_ns.split(",")], [int(v) for v in args.scale_rows.split(",")], args.png)
     if "c" in parts:
         part_c(args.draws, args.ais_steps, args.repeats)
+    if "d" in parts:
+        part_d(args.backends.split(","), args.smoke_draws, args.smoke_steps, args.smoke_timeout, args.smoke_mp_ctx)
 
 
 if __name__ == "__main__":
