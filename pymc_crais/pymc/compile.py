@@ -118,6 +118,18 @@ def resolve_compile_kwargs(backend: str | None, compile_kwargs: dict | None) -> 
     return dict(resolve_backend_compile_kwargs(backend, dict(compile_kwargs or {})))
 
 
+def uses_jax(compile_kwargs: dict | None) -> bool:
+    """Whether functions compiled with ``compile_kwargs`` run on PyTensor's JAX linker."""
+    import pytensor
+    from pytensor.compile.mode import get_mode
+
+    mode = (compile_kwargs or {}).get("mode") or pytensor.config.mode
+    try:
+        return type(get_mode(mode).linker).__name__.startswith("JAX")
+    except Exception:  # an unknown mode: PyTensor will say so when compiling
+        return False
+
+
 def _joined_scalar_graph(model, outputs, layout: ParameterLayout):
     """``outputs`` as functions of one raveled float vector ``θ`` (discrete inputs rounded)."""
     from pymc.pytensorf import join_nonshared_inputs

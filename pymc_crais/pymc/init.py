@@ -30,9 +30,13 @@ def prior_sampler(
     Drawing re-seeds the compiled function from the caller's generator each time, so a
     cached sampler gives the same draws as a fresh one.
     """
-    from .compile import cached_on_model
+    from .compile import cached_on_model, uses_jax
 
     ckw = dict(compile_kwargs or {})
+    if uses_jax(ckw):
+        # JAX copies the random generators into the compiled function, so re-seeding them
+        # (what makes draws reproducible) would have no effect: draw with Numba instead
+        ckw = {**ckw, "mode": "NUMBA"}
     return cached_on_model(model, ckw, ("prior",), lambda: PriorSampler(model, layout, ckw))
 
 

@@ -33,7 +33,7 @@ from ..core.schedules import (
     make_fixed_schedule,
 )
 from ..core.weights import normalized_weights
-from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs
+from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs, uses_jax
 from .init import prior_sampler
 from .initial import build_initial
 from .mapping import posterior_mapper
@@ -210,6 +210,12 @@ def _setup(
     check_model_for_evidence(model, init)
     chain_rngs, aux_rng = chain_generators(random_seed, chains)  # seed errors before compiling
     ckw = resolve_compile_kwargs(backend, compile_kwargs)
+    if cores > 1 and uses_jax(ckw):
+        raise ValueError(
+            f"cores={cores} with the JAX backend: JAX-compiled functions cannot run in worker "
+            "processes (a forked JAX runtime deadlocks and the compiled function does not "
+            "unpickle); use cores=1, or backend='numba' (the default) for parallel chains"
+        )
     needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
     model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
     prior = prior_sampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
@@ -656,9 +662,12 @@ def sample_ais(
         ``alpha=0`` and ``"pilot"`` otherwise: ``c`` is the ``log Ẑ`` of a geometric pilot
         run with ``min(draws, 256)`` particles, reported as ``n_logp_evals_pilot``.
     backend : str, optional
-        PyTensor backend (``"c"``, ``"numba"``, ``"jax"``), as in ``pm.sample_smc``.
+        PyTensor backend (``"c"``, ``"numba"``, ``"jax"``), as in ``pm.sample_smc``. The
+        default is PyTensor's (Numba). JAX needs ``cores=1`` and static shapes (some
+        models fail to compile); see ``docs/benchmarks.md`` for the comparison.
     mp_ctx : str or multiprocessing context, optional
-        Start method of the worker processes.
+        Start method of the worker processes (default: the platform's; with ``"fork"``
+        the workers inherit the compiled model instead of unpickling and re-compiling it).
     **crais_kwargs
         Only with ``schedule="constant_rate"``: arguments of :func:`sample_crais`.
 
