@@ -47,6 +47,7 @@ import os
 import platform
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def _counting_imh():
     from pymc.smc.kernels import IMH
 
     class CountingIMH(IMH):
-        counts: list = []  # one [evaluations, stages] per chain, in order (cores=1)
+        counts: ClassVar[list] = []  # one [evaluations, stages] per chain, in order (cores=1)
 
         def _initialize_kernel(self):
             super()._initialize_kernel()
@@ -131,7 +132,8 @@ def run_one(model, data: str, label: str, param: str, value, args) -> dict:
     import pymc_crais as pmc
     from pymc_crais.core.estimators import combine_chain_estimates
 
-    common = dict(model=model, draws=args.draws, chains=args.chains, cores=1, random_seed=args.seed, progressbar=False)
+    common = {"model": model, "draws": args.draws, "chains": args.chains, "cores": 1, "random_seed": args.seed,
+              "progressbar": False}
     ref = REFERENCES[data][0]
     t0 = time.perf_counter()
     rec = {"data": data, "label": label, "family": STYLE[label][0], "param": param, "value": value}
@@ -229,7 +231,7 @@ def print_tables(results: dict, data: str) -> None:
             print(f"{label:24s} {r['param'] + '=' + format(r['value'], 'g'):>12s} {r['n_steps']:7.1f} "
                   f"{r['evals_per_chain']:12.0f} {r['log_z']:10.3f} {r['mcse']:7.3f} {r['error']:+8.3f} "
                   f"{r['rmse_chains']:8.3f} {r['wall_s']:7.1f}")
-    print(f"\nEvaluations per chain from which |error| stays <= thr (combined estimate / per-chain RMSE):")
+    print("\nEvaluations per chain from which |error| stays <= thr (combined estimate / per-chain RMSE):")
     print(f"{'method':24s} " + " ".join(f"{'<= ' + format(t, 'g'):>19s}" for t in THRESHOLDS) + "   best |error| (evals)")
     for label in STYLE:
         recs = [r for r in runs if r["label"] == label]
@@ -302,8 +304,8 @@ def plot(results: dict, data: str, path: Path) -> None:
     ticks = ticks[(ticks >= lo - 1) & (ticks <= max(hi, ref) + 1)]
     ax1.set_yticks(ticks, [f"{t:.1f}" if abs(t - ref) < 1 and t != ref else f"{t:.0f}" if t != ref else f"{t:.3f}"
                            for t in ticks])
-    fwd = lambda y: np.arcsinh((y - ref) / s)  # noqa: E731
-    bwd = lambda u: ref + s * np.sinh(u)  # noqa: E731
+    fwd = lambda y: np.arcsinh((y - ref) / s)
+    bwd = lambda u: ref + s * np.sinh(u)
     ax1.set_ylim(bwd(fwd(lo) - 0.3), bwd(fwd(max(hi, ref + 0.3)) + 0.3))
     ax1.set_xscale("log")
     ax1.set_xlabel("target evaluations per chain (incl. pilot and tuning)")
