@@ -88,8 +88,8 @@ def evidence_estimate(result) -> EvidenceEstimate:
     result : xarray.DataTree, tuple of (float, float), or EvidenceEstimate
         The output of a pymc_crais sampler (chains combined with
         :func:`pymc_crais.log_marginal_likelihood`), the output of ``pm.sample_smc`` (last
-        entry per chain; its MCSE is the between-chain standard error only, and is ``inf``
-        with a single chain), or an explicit ``(log_z, mcse)`` pair.
+        entry per chain; its MCSE is the between-chain standard error only, and NaN
+        (unknown) with a single chain), or an explicit ``(log_z, mcse)`` pair.
 
     Returns
     -------
@@ -113,6 +113,11 @@ def evidence_estimate(result) -> EvidenceEstimate:
         ) from None
     values = np.asarray(lml.values)
     fingerprint = _observed_fingerprint(result)
+    ours = "log_marginal_likelihood_mcse" in stats
+    if not ours and values.dtype != object and values.ndim == 1:
+        # pm.sample_smc with chains=1 stores its per-stage values as one float vector
+        # (whose dimension is named "chain"): that is a single chain
+        values = values[None, :]
     if values.dtype == object or values.ndim != 1:
         per_chain = _last_finite_per_chain(values)
         value, mcse, _ = combine_chain_estimates(per_chain, None)

@@ -107,6 +107,16 @@ def test_sample_smc_style_object_arrays_use_the_last_finite_entry_per_chain():
     assert est.mcse > 0
 
 
+def test_sample_smc_single_chain_float_vector_is_one_chain():
+    """pm.sample_smc(chains=1) stores the per-stage values as one float vector named "chain"."""
+    tree = DataTree.from_dict(
+        {"sample_stats": xr.Dataset({"log_marginal_likelihood": (("chain",), [np.nan, -7.0, -6.5])})}
+    )
+    est = evidence_estimate(tree)
+    assert est.method == "pm.sample_smc"
+    assert est.log_z == -6.5 and np.isnan(est.mcse)  # one chain: no between-chain error
+
+
 def test_bad_inputs_name_the_fix():
     with pytest.raises(TypeError, match="non-empty dict"):
         pmc.compare([(-1.0, 0.1)])
