@@ -11,6 +11,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 import warnings
 
@@ -353,18 +356,20 @@ def _interrupt_parent_then_hang(task):
     time.sleep(600)
 
 
+TWO_WORKERS = {
+    "draws": 50,
+    "n_steps": 5,
+    "chains": 2,
+    "cores": 2,
+    "random_seed": 0,
+    "progressbar": False,
+}
+
+
 def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monkeypatch):
     monkeypatch.setattr(sampling, "_run_chain", _explode_on_chain_1)
     with pytest.raises(pmc.ChainFailedError) as info:
-        pmc.sample_ais(
-            model=small_case.model,
-            draws=50,
-            n_steps=5,
-            chains=2,
-            cores=2,
-            random_seed=0,
-            progressbar=False,
-        )
+        pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
     msg = str(info.value)
     assert "chain 1 failed with ArithmeticError: boom in chain 1" in msg
     assert "traceback in the worker process" in msg and "_explode_on_chain_1" in msg
@@ -375,15 +380,7 @@ def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monk
 def test_keyboard_interrupt_stops_all_workers(small_case, monkeypatch):
     monkeypatch.setattr(sampling, "_run_chain", _interrupt_parent_then_hang)
     with pytest.raises(KeyboardInterrupt):
-        pmc.sample_ais(
-            model=small_case.model,
-            draws=50,
-            n_steps=5,
-            chains=2,
-            cores=2,
-            random_seed=0,
-            progressbar=False,
-        )
+        pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
     assert _no_children_left() == []
 
 
@@ -446,16 +443,24 @@ def test_mcse_calibration_reduced():
 
 def test_jax_backend_runs_in_process_reproducibly():
     """JAX-compiled functions cannot go to worker processes (refused before compiling); in
-    process, the same seed gives the same run (prior draws are compiled with Numba)."""
+    process, the same seed gives the same run (prior draws are compiled with Numba). Runs in
+    a subprocess: a JAX runtime in the test process would make later forking tests unsafe."""
     pytest.importorskip("jax")
-    rng = np.random.default_rng(0)
-    X, y = rng.normal(size=(30, 2)), rng.integers(0, 2, size=30)
-    model = pmc.models.logistic_regression(X, y, prior_sd=2.0)
-    kw = {"model": model, "draws": 40, "n_steps": 4, "chains": 2, "progressbar": False}
-    with pytest.raises(ValueError, match=r"cores=2 with the JAX backend.*use cores=1"):
-        pmc.sample_ais(backend="jax", cores=2, random_seed=3, **kw)
-    a = pmc.sample_ais(backend="jax", cores=1, random_seed=3, **kw)
-    b = pmc.sample_ais(backend="jax", cores=1, random_seed=3, **kw)
-    np.testing.assert_array_equal(
-        a.sample_stats.log_weights.values, b.sample_stats.log_weights.values
+    code = textwrap.dedent(
+        """
+        import numpy as np, pytest
+        import pymc_crais as pmc
+        rng = np.random.default_rng(0)
+        X, y = rng.normal(size=(30, 2)), rng.integers(0, 2, size=30)
+        model = pmc.models.logistic_regression(X, y, prior_sd=2.0)
+        kw = {"model": model, "draws": 40, "n_steps": 4, "chains": 2, "progressbar": False}
+        with pytest.raises(ValueError, match=r"cores=2 with the JAX backend.*use cores=1"):
+            pmc.sample_ais(backend="jax", cores=2, random_seed=3, **kw)
+        a = pmc.sample_ais(backend="jax", cores=1, random_seed=3, **kw)
+        b = pmc.sample_ais(backend="jax", cores=1, random_seed=3, **kw)
+        np.testing.assert_array_equal(a.sample_stats.log_weights.values, b.sample_stats.log_weights.values)
+        print("ok")
+        """
     )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
