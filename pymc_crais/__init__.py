@@ -36,13 +36,14 @@ from .pymc.sampling import (
 )
 from .pymc.smc import sample_smc
 from .pymc.smc_kernels import CRSMC, BatchedSMC
-from .results import log_marginal_likelihood
+from .results import ChainDisagreementWarning, log_marginal_likelihood
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CRSMC",
     "BatchedSMC",
+    "ChainDisagreementWarning",
     "ChainFailedError",
     "GaussianInitial",
     "ObservedDataMismatchError",

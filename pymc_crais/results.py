@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import functools
 import importlib.metadata
+import warnings
 
 import numpy as np
 import xarray as xr
@@ -27,7 +28,18 @@ from xarray import DataTree
 
 from .core.estimators import combine_chain_estimates
 
-__all__ = ["build_datatree", "log_marginal_likelihood", "pad_stages"]
+__all__ = ["ChainDisagreementWarning", "build_datatree", "log_marginal_likelihood", "pad_stages"]
+
+
+class ChainDisagreementWarning(RuntimeWarning):
+    """The chains' ``log Z`` estimates disagree by more than the reported MCSE can express.
+
+    The MCSE of ``log(mean Ẑ_c)`` is a delta-method error: when one chain's ``Ẑ`` dominates
+    it saturates near ``t_{0.975,C−1}/z_{0.975}`` (1.62 for 4 chains) however far apart the
+    chains are, and the actual error can be many times larger (docs/benchmarks.md,
+    "Accuracy against cost"). Raised when the chains span more than 2 nats and more than
+    4 MCSE.
+    """
 
 
 @functools.cache
@@ -193,7 +205,8 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
         Output of a pymc_crais sampler (or anything with
         ``sample_stats.log_marginal_likelihood`` of dims ``(chain,)``).
     return_details : bool, default False
-        Also return the within- and between-chain standard errors.
+        Also return the within- and between-chain standard errors and the range of the
+        chains' ``log Ẑ_c`` (``log_z_range``).
 
     Returns
     -------
@@ -205,6 +218,12 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
         :mod:`pymc_crais.core.estimators`.
     details : dict
         Only with ``return_details=True``.
+
+    Warns
+    -----
+    ChainDisagreementWarning
+        When the chains' estimates span more than 2 nats and more than 4 MCSE: the MCSE then
+        understates the error (it saturates when one chain dominates the mean).
     """
     try:
         stats = idata["sample_stats"]
@@ -225,6 +244,17 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     if "log_marginal_likelihood_mcse" in stats:
         within = np.asarray(stats["log_marginal_likelihood_mcse"].values, dtype=np.float64) ** 2
     value, mcse, details = combine_chain_estimates(values, within)
+    spread = float(np.ptp(values)) if values.size >= 2 else 0.0
+    details["log_z_range"] = spread
+    if spread > max(2.0, 4.0 * mcse):
+        warnings.warn(
+            f"the {values.size} chains' log Z estimates span {spread:.3g} nats, more than 4 "
+            f"times the MCSE ({mcse:.3g}): with weights this uneven the error of log Z can be "
+            "several times the MCSE. Use more annealing steps or particles, or "
+            "init='laplace'; see the per-chain values in sample_stats.log_marginal_likelihood.",
+            ChainDisagreementWarning,
+            stacklevel=2,
+        )
     if return_details:
         return value, mcse, details
     return value, mcse

@@ -464,3 +464,37 @@ def test_jax_backend_runs_in_process_reproducibly():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+def _lml_tree(log_z, mcse):
+    import xarray as xr
+    from xarray import DataTree
+
+    return DataTree.from_dict(
+        {
+            "sample_stats": xr.Dataset(
+                {
+                    "log_marginal_likelihood": (("chain",), np.asarray(log_z, dtype=float)),
+                    "log_marginal_likelihood_mcse": (("chain",), np.full(len(log_z), mcse)),
+                }
+            )
+        }
+    )
+
+
+def test_chains_far_apart_warn_that_the_mcse_understates_the_error():
+    """One chain dominating the mean saturates the delta-method MCSE (≈ 1.35 here for chains
+    7 nats apart); the warning says so instead of letting ±MCSE pass for the error."""
+    with pytest.warns(
+        pmc.ChainDisagreementWarning, match=r"span 7 nats, more than 4 times the MCSE"
+    ):
+        value, mcse, details = pmc.log_marginal_likelihood(
+            _lml_tree([-5.0, -1.0, -8.0, -3.0], 0.05), return_details=True
+        )
+    assert mcse < 2.0 and details["log_z_range"] == 7.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # healthy chains: no warning
+        pmc.log_marginal_likelihood(_lml_tree([-144.49, -144.77, -144.68, -144.10], 0.2))
+        pmc.log_marginal_likelihood(
+            _lml_tree([-3.0, -0.5], 0.05)
+        )  # 2.5 nats but MCSE ≈ 4 (t factor 6.5)
