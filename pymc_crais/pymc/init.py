@@ -17,7 +17,13 @@ from pytensor.graph.replace import vectorize_graph
 from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.type import RandomGeneratorType
 
-from .compile import ParameterLayout, PerParticleFallbackWarning, resolve_compile_kwargs
+from .compile import (
+    ParameterLayout,
+    PerParticleFallbackWarning,
+    cached_on_model,
+    resolve_compile_kwargs,
+    uses_jax,
+)
 
 __all__ = ["PriorSampler", "prior_sampler"]
 
@@ -30,8 +36,6 @@ def prior_sampler(
     Drawing re-seeds the compiled function from the caller's generator each time, so a
     cached sampler gives the same draws as a fresh one.
     """
-    from .compile import cached_on_model, uses_jax
-
     ckw = dict(compile_kwargs or {})
     if uses_jax(ckw):
         # JAX copies the random generators into the compiled function, so re-seeding them

@@ -1,5 +1,6 @@
 """The log-density graph rewrites (exact, fewer transcendentals) and the compile cache."""
 
+import gc
 import re
 
 import numpy as np
@@ -102,6 +103,11 @@ def test_repeated_compilation_is_cached_per_model_and_options():
     assert changed._fn is not first._fn and changed.dim == first.dim + 1
     other, _, _ = _logistic_model(seed=3)  # an equal but distinct model is compiled anew
     assert compile_model_density(other, gradient=False)._fn is not first._fn
+    # the cache holds its models weakly: a deleted model takes its compiled functions along
+    n_models = len(compile_mod._COMPILED)
+    del other
+    gc.collect()
+    assert len(compile_mod._COMPILED) == n_models - 1
 
 
 def test_cached_function_reads_updated_data():
