@@ -44,7 +44,7 @@ def numpy_logp_grad(B, X, y, prior_sd):
     return lp, ll, -B / prior_sd**2, g_ll
 
 
-def make_fused_numba(block: int = 64):
+def make_fused_numba(block: int = 64, log1p: bool = True):
     """A fused Numba logp+grad for the logistic regression with a N(0, sd²) prior.
 
     Returns ``fused(B, X, y, prior_sd) -> (lp, ll, g_lp, g_ll)``. For each block of
@@ -52,12 +52,14 @@ def make_fused_numba(block: int = 64):
     one dot product, one ``exp`` and one ``log1p`` (``softplus(η) = max(η, 0) + log1p(e^{−|η|})``
     and the sigmoid from the same ``e^{−|η|}``), and accumulates ``ℓ`` and ``∇ℓ`` in local
     buffers. Single-threaded and without fastmath, so it is a floor for one core that
-    agrees with NumPy to rounding.
+    agrees with NumPy to rounding. With ``log1p=False`` the softplus takes ``log(1 + e^{−|η|})``
+    instead of ``log1p(e^{−|η|})`` (absolute error below 2.3e-16, cheaper: the form
+    ``pymc_crais.pymc.rewrites.local_softplus_to_log_exp`` compiles to).
     """
     import numba
 
     @numba.njit(cache=True, parallel=False, fastmath=False)
-    def _kernel(B, X, y, inv_var, log_norm, lp, ll, g_lp, g_ll, block):
+    def _kernel(B, X, y, inv_var, log_norm, lp, ll, g_lp, g_ll, block, use_log1p):
         n, d = B.shape
         m = X.shape[0]
         # the block's particles and gradients transposed, (d, block): the loops over the
@@ -91,7 +93,8 @@ def make_fused_numba(block: int = 64):
                 for k in range(nb):
                     e = eta[k]
                     a = math.exp(-abs(e))
-                    lb[k] += yr * e - (max(e, 0.0) + math.log1p(a))  # y·η − softplus(η)
+                    sp = math.log1p(a) if use_log1p else math.log(1.0 + a)
+                    lb[k] += yr * e - (max(e, 0.0) + sp)  # y·η − softplus(η)
                     resid[k] = yr - (1.0 / (1.0 + a) if e >= 0.0 else a / (1.0 + a))  # y − sigmoid(η)
                 for j in range(d):
                     xrj = X[r, j]
@@ -108,7 +111,7 @@ def make_fused_numba(block: int = 64):
         lp, ll = np.empty(n), np.empty(n)
         g_lp, g_ll = np.empty((n, d)), np.empty((n, d))
         log_norm = -d * math.log(prior_sd) - 0.5 * d * math.log(2 * math.pi)
-        _kernel(B, X, y, 1.0 / prior_sd**2, log_norm, lp, ll, g_lp, g_ll, block)
+        _kernel(B, X, y, 1.0 / prior_sd**2, log_norm, lp, ll, g_lp, g_ll, block, log1p)
         return lp, ll, g_lp, g_ll
 
     return fused
@@ -240,12 +243,21 @@ def main():
     fused(B[:2], X, yf, 5.0)  # JIT (or load from Numba's cache)
     t_fused = time.perf_counter() - t
     err_fused = max_error(fused(B, X, yf, 5.0), ref)
+    fused_log = make_fused_numba(args.block, log1p=False)
+    err_fused_log = max_error(fused_log(B, X, yf, 5.0), ref)
+    # PyMC's graph, without pymc_crais' rewrites (the effect of pymc_crais.pymc.rewrites)
+    plain = compile_model_density(model, simplify=False,
+                                  compile_kwargs=resolve_compile_kwargs(backends[0], None))
+    ev_plain = plain.evaluate(B, gradient=True)
+    err_plain = max_error((ev_plain.delta, ev_plain.grad_log_q0, ev_plain.grad_delta), ref[1:])
 
     fns = {
         "batched (ModelDensity.evaluate)": lambda: batched.evaluate(B, gradient=True),
         "batched (raw compiled call)": lambda: [np.asarray(o) for o in batched._fn_grad(B)],
         "hand-written NumPy": lambda: numpy_logp_grad(B, X, yf, 5.0),
+        "batched, simplify=False (PyMC's graph)": lambda: plain.evaluate(B, gradient=True),
         "fused Numba (1 core)": lambda: fused(B, X, yf, 5.0),
+        "fused Numba, log(1+e) (1 core)": lambda: fused_log(B, X, yf, 5.0),
         "per-particle compiled loop": lambda: looped.evaluate(B, gradient=True),
     }
     for name, rec in linkers.items():
@@ -262,7 +274,8 @@ def main():
     print(f"compile time (logp + grad functions): {main_rec['compile_in_process_s']:.2f} s; "
           f"max |batched - NumPy|: log prior {main_rec['err_lp']:.2e}, likelihood and gradients "
           f"{main_rec['err_rest']:.2e}; "
-          f"fused Numba: JIT/cache load {t_fused:.2f} s, max |fused - NumPy| = {err_fused:.2e}")
+          f"fused Numba: JIT/cache load {t_fused:.2f} s, max |fused - NumPy| = {err_fused:.2e} "
+          f"(log(1+e) kernel {err_fused_log:.2e}); max |simplify=False - NumPy| (likelihood, gradients) = {err_plain:.2e}")
     print()
     print("| method | median ms | best ms | median CPU ms | / NumPy (wall) | / fused (wall) | / NumPy (CPU) | / fused (CPU) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -280,6 +293,8 @@ def main():
           f"NumPy / fused {numpy_cpu / fused_cpu:.2f}x; per-particle loop / batched {loop_cpu / b_cpu:.2f}x")
     per = 1e6 / (args.n * X.shape[0])
     print(f"CPU ns per (particle, row): fused {per * fused_cpu:.1f}, NumPy {per * numpy_cpu:.1f}, batched {per * b_cpu:.1f}")
+    fl_ms, fl_cpu = rows["fused Numba, log(1+e) (1 core)"][0], rows["fused Numba, log(1+e) (1 core)"][2]
+    print(f"against the log(1+e) fused kernel: batched / fused {b_ms / fl_ms:.2f}x wall, {b_cpu / fl_cpu:.2f}x CPU")
 
     if len(backends) > 1:
         print()

@@ -20,7 +20,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.density import BatchedDensity, Evaluation
-from .rewrites import simplify_logp_graph
+from .rewrites import simplify_logp_graph, with_fast_softplus
 
 __all__ = [
     "ModelDensity",
@@ -225,9 +225,11 @@ def compile_model_density(
     vectorize : bool, default True
         Build the batched graph; ``False`` forces the per-particle loop (for comparisons).
     simplify : bool, default True
-        Apply the exact rewrites of :mod:`pymc_crais.pymc.rewrites` (e.g. Bernoulli-logit's
-        log-density with one softplus instead of two) before vectorizing and
-        differentiating. ``False`` compiles PyMC's graph as it is (for comparisons).
+        Apply the rewrites of :mod:`pymc_crais.pymc.rewrites`: the exact ones (e.g.
+        Bernoulli-logit's log-density with one softplus instead of two) before
+        differentiating, and, inside the compilation, softplus as
+        ``maximum(x, 0) + log(1 + exp(-|x|))`` (absolute error below 2.3e-16 an element,
+        about twice as fast). ``False`` compiles PyMC's graph as it is (for comparisons).
 
     Returns
     -------
@@ -323,6 +325,8 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
         zeros = pt.zeros((xb.shape[0],), dtype="float64")
         return xb, [o if o.ndim == 1 else o + zeros for o in bouts]
 
+    if simplify:
+        ckw = with_fast_softplus(ckw)
     grad_error = None
     if vectorize:
         try:

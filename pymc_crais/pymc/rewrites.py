@@ -27,6 +27,19 @@ it is vectorized and differentiated (:func:`simplify_logp_graph`):
 
 Any other graph passes through unchanged; if rewriting fails for an unforeseen graph the
 original graph is used (see :func:`simplify_logp_graph`).
+
+One more rewrite runs late, inside the compilation (:func:`with_fast_softplus`), because
+PyTensor's stabilization would turn it back into ``softplus``:
+
+- :func:`local_softplus_to_log_exp`: ``softplus(x)`` → ``maximum(x, 0) + log(1 + exp(−|x|))``
+  for float64 ``x``. PyTensor's own softplus evaluates ``log1p(exp(x))`` for ``x`` up to 18,
+  and ``log1p`` of large arguments is slow (about 26 ns an element against 11 ns for this
+  form under Numba). It is not bit-identical: ``log(1 + e)`` for ``e = exp(−|x|) ≤ 1`` has an
+  absolute error below ``2.3·10⁻¹⁶`` (half an ulp of ``1 + e``, through a function of slope
+  at most 1), which is below the rounding of any sum of log-densities it enters. For
+  ``x < −37`` it returns 0 where softplus returns ``exp(x) < 10⁻¹⁶``. ``±inf`` and NaN map
+  as softplus maps them. The gradient is not affected: it was formed from ``softplus``
+  (``sigmoid``) before this rewrite runs.
 """
 
 from __future__ import annotations
@@ -40,7 +53,13 @@ from pytensor.scalar.math import Softplus
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.math import sigmoid
 
-__all__ = ["local_sigmoid_range_check", "local_switch_neg_softplus", "simplify_logp_graph"]
+__all__ = [
+    "local_sigmoid_range_check",
+    "local_softplus_to_log_exp",
+    "local_switch_neg_softplus",
+    "simplify_logp_graph",
+    "with_fast_softplus",
+]
 
 
 def _elemwise_of(var, scalar_op_type):
@@ -59,7 +78,11 @@ def _negated(var):
     if inner is not None:
         return inner
     node = var.owner
-    if node is None or not isinstance(node.op, Elemwise) or not isinstance(node.op.scalar_op, ps.Mul):
+    if (
+        node is None
+        or not isinstance(node.op, Elemwise)
+        or not isinstance(node.op.scalar_op, ps.Mul)
+    ):
         return None
     if len(node.inputs) != 2:
         return None
@@ -159,3 +182,52 @@ def simplify_logp_graph(outputs: list) -> list:
     except Exception:  # pragma: no cover - defensive: an exotic graph the rewrites trip on
         return list(outputs)
     return [n.astype(o.dtype) if n.dtype != o.dtype else n for n, o in zip(new, outputs)]
+
+
+@node_rewriter([pt.softplus])
+def local_softplus_to_log_exp(fgraph, node):
+    """``softplus(x)`` → ``maximum(x, 0) + log(1 + exp(−|x|))`` for float64 ``x``.
+
+    Meant to run after stabilization (which would undo it) and before elementwise fusion
+    (so the new operations join one loop); see :func:`with_fast_softplus`.
+    """
+    (x,) = node.inputs
+    if x.dtype != "float64" or node.outputs[0].dtype != "float64":
+        return None
+    out = pt.maximum(x, 0.0) + pt.log(1.0 + pt.exp(-pt.abs(x)))
+    if out.type.broadcastable != node.outputs[0].type.broadcastable:  # pragma: no cover
+        return None
+    return [out]
+
+
+#: Where :func:`with_fast_softplus` puts its rewrite in PyTensor's rewrite database: after
+#: canonicalize (1), stabilize (1.5), specialize (2) and uncanonicalize (3), before the
+#: add/mul flattening (48) and the elementwise fusion (49).
+FAST_SOFTPLUS_POSITION = 47.5
+
+
+def with_fast_softplus(compile_kwargs: dict) -> dict:
+    """``compile_kwargs`` whose mode also runs :func:`local_softplus_to_log_exp`.
+
+    The rewrite is registered in a copy of the mode (``compile_kwargs["mode"]``, or PyTensor's
+    default) at :data:`FAST_SOFTPLUS_POSITION`; the linker is unchanged. A mode that cannot
+    take an extra rewrite is returned as it was.
+
+    Parameters
+    ----------
+    compile_kwargs : dict
+        Keyword arguments for PyMC's ``compile`` / ``pytensor.function``.
+
+    Returns
+    -------
+    dict
+    """
+    from pytensor.compile.mode import get_mode
+
+    try:
+        mode = get_mode(compile_kwargs.get("mode"))
+        rewriter = in2out(local_softplus_to_log_exp, name="pymc_crais_fast_softplus")
+        mode = mode.register((rewriter, FAST_SOFTPLUS_POSITION))
+    except Exception:  # pragma: no cover - a custom mode without a rewrite query
+        return dict(compile_kwargs)
+    return {**compile_kwargs, "mode": mode}

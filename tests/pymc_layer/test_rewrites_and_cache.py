@@ -13,7 +13,11 @@ from scipy.special import expit
 
 from pymc_crais.pymc import compile as compile_mod
 from pymc_crais.pymc.compile import compile_model_density
-from pymc_crais.pymc.rewrites import simplify_logp_graph
+from pymc_crais.pymc.rewrites import (
+    local_softplus_to_log_exp,
+    simplify_logp_graph,
+    with_fast_softplus,
+)
 
 
 def _logistic_model(n=40, d=3, seed=0, logit=True):
@@ -60,9 +64,12 @@ def test_simplified_density_is_exact_and_cheaper(logit):
     nan = new.evaluate(np.array([[np.nan, 0.0, 0.0]]), gradient=True)
     assert nan.delta[0] == -np.inf or nan.log_q0[0] == -np.inf
     assert np.all(nan.grad_delta == 0.0)
-    # PyMC's graph evaluates softplus on both branches; the rewritten one once
+    # PyMC's graph evaluates softplus on both branches; the rewritten one once, and that one
+    # is compiled as maximum(x, 0) + log(1 + exp(-|x|)) (local_softplus_to_log_exp)
     assert _n_softplus(old._fn) >= 2
-    assert _n_softplus(new._fn) == 1
+    assert _n_softplus(new._fn) == 0
+    text = pytensor.printing.debugprint(new._fn, file="str", print_type=False)
+    assert "log((i3 + exp((-abs(i1)))))" in text or "exp((-abs(" in text
 
 
 @pytest.mark.parametrize("mirrored", [False, True])
@@ -77,6 +84,52 @@ def test_switch_neg_softplus_rewrite(mirrored):
     cv = np.array([True, False, True, False, True, False, True])
     f_new, f_old = pytensor.function([x, c], new), pytensor.function([x, c], out)
     np.testing.assert_allclose(f_new(xv, cv), f_old(xv, cv), rtol=1e-13, atol=1e-13)
+
+
+def test_fast_softplus_matches_softplus_to_rounding():
+    """maximum(x, 0) + log(1 + exp(-|x|)) against an exact softplus: absolute error below
+    2.3e-16 plus half an ulp of the result, on every branch of PyTensor's softplus."""
+    from pytensor.graph.rewriting.basic import in2out
+    from pytensor.graph.rewriting.utils import rewrite_graph
+
+    x = pt.vector("x")
+    (fast,) = rewrite_graph([pt.softplus(x)], custom_rewrite=in2out(local_softplus_to_log_exp))
+    assert _n_softplus(fast) == 0
+    f = pytensor.function(
+        [x],
+        fast,
+        mode=pytensor.compile.mode.get_mode("NUMBA").excluding("canonicalize", "stabilize"),
+    )
+    assert _n_softplus(f) == 0  # not turned back into softplus by the compilation
+    rng = np.random.default_rng(0)
+    xv = np.concatenate(
+        [rng.normal(0, 3, 2000), rng.uniform(-800, 800, 2000), [-37.5, -37.0, 0.0, 18.0, 33.3]]
+    )
+    exact = np.logaddexp(0.0, xv)
+    err = np.abs(f(xv) - exact)
+    assert np.all(err <= 2.3e-16 + np.spacing(exact))
+    # inf and NaN as softplus maps them
+    special = f(np.array([np.inf, -np.inf, np.nan]))
+    assert special[0] == np.inf and special[1] == 0.0 and np.isnan(special[2])
+    # float32 graphs are left alone
+    x32 = pt.vector("x32", dtype="float32")
+    (same,) = rewrite_graph([pt.softplus(x32)], custom_rewrite=in2out(local_softplus_to_log_exp))
+    assert _n_softplus(same) == 1
+
+
+@pytest.mark.parametrize("backend", ["numba", "c"])
+def test_fast_softplus_mode_keeps_the_linker(backend):
+    from pymc_crais.pymc.compile import resolve_compile_kwargs
+
+    ckw = resolve_compile_kwargs(backend, None)
+    fast = with_fast_softplus(ckw)
+    assert type(fast["mode"].linker) is type(pytensor.compile.mode.get_mode(ckw.get("mode")).linker)
+    assert ckw.get("mode") is not fast["mode"]  # the caller's options are not changed
+    x = pt.vector("x")
+    f = pytensor.function([x], pt.softplus(x).sum(), mode=fast["mode"])
+    assert _n_softplus(f) == 0
+    xv = np.linspace(-50, 50, 101)
+    np.testing.assert_allclose(f(xv), np.logaddexp(0.0, xv).sum(), rtol=1e-15)
 
 
 def test_other_graphs_pass_through_unchanged():
