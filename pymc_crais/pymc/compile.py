@@ -227,7 +227,7 @@ def compile_model_density(
     simplify : bool, default True
         Apply the rewrites of :mod:`pymc_crais.pymc.rewrites`: the exact ones (e.g.
         Bernoulli-logit's log-density with one softplus instead of two) before
-        differentiating, and, inside the compilation, softplus as
+        differentiating, and, inside the compilation, softplus terms of sums as
         ``maximum(x, 0) + log(1 + exp(-|x|))`` (absolute error below 2.3e-16 an element,
         about twice as fast). ``False`` compiles PyMC's graph as it is (for comparisons).
 

@@ -32,25 +32,29 @@ One more rewrite runs late, inside the compilation (:func:`with_fast_softplus`),
 PyTensor's stabilization would turn it back into ``softplus``:
 
 - :func:`local_softplus_to_log_exp`: ``softplus(x)`` → ``maximum(x, 0) + log(1 + exp(−|x|))``
-  for float64 ``x``. PyTensor's own softplus evaluates ``log1p(exp(x))`` for ``x`` up to 18,
+  for float64 ``x`` whose every use adds, subtracts, negates or scales it by a constant. PyTensor's own softplus evaluates ``log1p(exp(x))`` for ``x`` up to 18,
   and ``log1p`` of large arguments is slow (about 26 ns an element against 11 ns for this
   form under Numba). It is not bit-identical: ``log(1 + e)`` for ``e = exp(−|x|) ≤ 1`` has an
   absolute error below ``2.3·10⁻¹⁶`` (half an ulp of ``1 + e``, through a function of slope
   at most 1), which is below the rounding of any sum of log-densities it enters. For
   ``x < −37`` it returns 0 where softplus returns ``exp(x) < 10⁻¹⁶``. ``±inf`` and NaN map
-  as softplus maps them. The gradient is not affected: it was formed from ``softplus``
-  (``sigmoid``) before this rewrite runs.
+  as softplus maps them. In a sum of log-density terms an absolute error is an error in log
+  space (a relative error of the density); a softplus used otherwise (``log(softplus(x))``,
+  a scale parameter), where a tiny value's relative error would matter, is left alone. The
+  gradient is not affected: it was formed from ``softplus`` (``sigmoid``) before this
+  rewrite runs.
 """
 
 from __future__ import annotations
 
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
+from pytensor.graph.fg import Output
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.scalar import basic as ps
 from pytensor.scalar.math import Softplus
-from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.elemwise import CAReduce, Elemwise
 from pytensor.tensor.math import sigmoid
 
 __all__ = [
@@ -184,15 +188,40 @@ def simplify_logp_graph(outputs: list) -> list:
     return [n.astype(o.dtype) if n.dtype != o.dtype else n for n, o in zip(new, outputs)]
 
 
+def _additive_client(client) -> bool:
+    """Whether ``client`` (a node using a softplus term) only adds, subtracts, sums, negates
+    or scales it by constants, or is a graph output (the outputs here are log-densities)."""
+    if isinstance(client.op, Output):
+        return True
+    if isinstance(client.op, CAReduce):  # a sum
+        return isinstance(client.op.scalar_op, ps.Add)
+    if not isinstance(client.op, Elemwise):
+        return False
+    op = client.op.scalar_op
+    if isinstance(op, ps.Add | ps.Sub | ps.Neg):
+        return True
+    if isinstance(op, ps.Mul):
+        return sum(not isinstance(i, Constant) for i in client.inputs) == 1
+    return False
+
+
 @node_rewriter([pt.softplus])
 def local_softplus_to_log_exp(fgraph, node):
-    """``softplus(x)`` → ``maximum(x, 0) + log(1 + exp(−|x|))`` for float64 ``x``.
+    """``softplus(x)`` → ``maximum(x, 0) + log(1 + exp(−|x|))`` for float64 ``x`` in sums.
 
-    Meant to run after stabilization (which would undo it) and before elementwise fusion
-    (so the new operations join one loop); see :func:`with_fast_softplus`.
+    Applies only where every use of the softplus adds, subtracts, negates or scales it by a
+    constant (a log-density term): there the absolute error below ``2.3·10⁻¹⁶`` is an error
+    in log space, i.e. a relative error of the density. Elsewhere (``log(softplus(x))``, a
+    softplus used as a scale parameter) the relative error of a tiny ``softplus(x)`` would
+    matter, so those nodes keep PyTensor's softplus. Meant to run after stabilization (which
+    would undo it) and before elementwise fusion (so the new operations join one loop); see
+    :func:`with_fast_softplus`.
     """
     (x,) = node.inputs
     if x.dtype != "float64" or node.outputs[0].dtype != "float64":
+        return None
+    clients = fgraph.clients.get(node.outputs[0], []) if fgraph is not None else []
+    if not clients or not all(_additive_client(c) for c, _ in clients):
         return None
     out = pt.maximum(x, 0.0) + pt.log(1.0 + pt.exp(-pt.abs(x)))
     if out.type.broadcastable != node.outputs[0].type.broadcastable:  # pragma: no cover

@@ -132,6 +132,26 @@ def test_fast_softplus_mode_keeps_the_linker(backend):
     np.testing.assert_allclose(f(xv), np.logaddexp(0.0, xv).sum(), rtol=1e-15)
 
 
+def test_fast_softplus_only_where_it_is_summed():
+    """A softplus whose relative error matters (its log, a scale) keeps PyTensor's form."""
+    from pymc_crais.pymc.compile import resolve_compile_kwargs
+
+    mode = with_fast_softplus(resolve_compile_kwargs(None, None))["mode"]
+    x, w = pt.vector("x"), pt.vector("w")
+    xv = np.array([-50.0, -20.0, 0.5, 40.0])
+    log_sp = pytensor.function([x], pt.log(pt.softplus(x)), mode=mode)
+    assert _n_softplus(log_sp) == 1
+    np.testing.assert_allclose(log_sp(xv), np.log(np.logaddexp(0.0, xv)), rtol=1e-14)
+    scaled = pytensor.function([x, w], pt.softplus(x) * w, mode=mode)
+    assert _n_softplus(scaled) == 1
+    # sums, differences and constant multiples are rewritten
+    summed = pytensor.function([x, w], (w - 2.0 * pt.softplus(x)).sum(), mode=mode)
+    assert _n_softplus(summed) == 0
+    np.testing.assert_allclose(
+        summed(xv, xv), (xv - 2.0 * np.logaddexp(0.0, xv)).sum(), rtol=1e-15, atol=1e-15
+    )
+
+
 def test_other_graphs_pass_through_unchanged():
     x = pt.vector("x")
     out = pt.switch(x > 0, -pt.softplus(x), pt.log(x**2 + 1))
