@@ -32,8 +32,9 @@ One more rewrite runs late, inside the compilation (:func:`with_fast_softplus`),
 PyTensor's stabilization would turn it back into ``softplus``:
 
 - :func:`local_softplus_to_log_exp`: ``softplus(x)`` → ``maximum(x, 0) + log(1 + exp(−|x|))``
-  for float64 ``x`` whose every use adds, subtracts, negates or scales it by a constant. PyTensor's own softplus evaluates ``log1p(exp(x))`` for ``x`` up to 18,
-  and ``log1p`` of large arguments is slow (about 26 ns an element against 11 ns for this
+  for float64 ``x`` whose every use adds, subtracts, sums, negates or scales it by a
+  constant. PyTensor's own softplus evaluates ``log1p(exp(x))`` for ``x`` up to 18, and
+  ``log1p`` of large arguments is slow (about 26 ns an element against 11 ns for this
   form under Numba). It is not bit-identical: ``log(1 + e)`` for ``e = exp(−|x|) ≤ 1`` has an
   absolute error below ``2.3·10⁻¹⁶`` (half an ulp of ``1 + e``, through a function of slope
   at most 1), which is below the rounding of any sum of log-densities it enters. For
