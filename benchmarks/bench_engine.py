@@ -136,7 +136,7 @@ def pima_data(rows: int | None = None, tile: int = 1):
 
 def compiled_density(X, y, backend=None):
     from pymc_crais.models import logistic_regression
-    from pymc_crais.pymc.compile import compile_model_density, resolve_compile_kwargs
+    from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
 
     model = logistic_regression(X, y, prior_sd=PRIOR_SD)
     return compile_model_density(model, compile_kwargs=resolve_compile_kwargs(backend, None))

@@ -21,22 +21,20 @@ plot_schedule, plot_log_weights, plot_evidence
 """
 
 from . import datasets, models
+from . import warnings as warnings  # the warning classes, pymc_crais.warnings
+from .chain_result import SamplerResult, schedule_from_result
 from .comparison import ObservedDataMismatchError, bayes_factor, compare
 from .core.anneal import WeightsVanishedError
 from .core.initial import GaussianInitial, StudentTInitial
 from .plots import plot_evidence, plot_log_weights, plot_schedule
-from .pymc.compile import PerParticleFallbackWarning
-from .pymc.rts import sample_rts
-from .pymc.sampling import (
-    ChainFailedError,
-    SamplerResult,
-    sample_ais,
-    sample_crais,
-    schedule_from_result,
-)
-from .pymc.smc import sample_smc
-from .pymc.smc_kernels import CRSMC, BatchedSMC
 from .results import ChainDisagreementWarning, log_marginal_likelihood
+from .samplers.ais import sample_ais
+from .samplers.compile import PerParticleFallbackWarning
+from .samplers.crais import sample_crais
+from .samplers.rts import sample_rts
+from .samplers.runner import ChainFailedError
+from .samplers.smc import sample_smc
+from .samplers.smc_kernels import CRSMC, BatchedSMC
 
 __version__ = "0.1.0"
 
@@ -48,18 +46,18 @@ __all__ = [
     "GaussianInitial",
     "ObservedDataMismatchError",
     "PerParticleFallbackWarning",
-    "StudentTInitial",
     "SamplerResult",
+    "StudentTInitial",
     "WeightsVanishedError",
     "__version__",
     "bayes_factor",
     "compare",
     "datasets",
+    "log_marginal_likelihood",
     "models",
     "plot_evidence",
     "plot_log_weights",
     "plot_schedule",
-    "log_marginal_likelihood",
     "sample_ais",
     "sample_crais",
     "sample_rts",

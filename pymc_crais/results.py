@@ -1,7 +1,8 @@
 """The results layer: the only place that builds ArviZ data (an ``xarray.DataTree``).
 
-It receives plain NumPy arrays and dictionaries from the samplers (it never touches a
-PyMC model) and returns the same container type ``pm.sample_smc`` returns on PyMC 6, with:
+It receives plain NumPy arrays and typed per-chain results
+(:class:`pymc_crais.chain_result.ChainResult`) from the samplers (it never touches a PyMC
+model, and imports no sampler) and returns the same container type ``pm.sample_smc`` returns on PyMC 6, with:
 
 * ``posterior``: ``(chain, draw, ...)`` equal-weight draws resampled from the final
   weighted particles;
@@ -26,6 +27,7 @@ import numpy as np
 import xarray as xr
 from xarray import DataTree
 
+from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
 
 __all__ = ["ChainDisagreementWarning", "build_datatree", "log_marginal_likelihood", "pad_stages"]
@@ -98,7 +100,7 @@ def _dataset_from_arrays(data: dict, coords: dict, dims: dict, sample_dims, attr
 def build_datatree(
     *,
     posterior: dict[str, np.ndarray],
-    chain_stats: list[dict],
+    chains: list[ChainResult],
     attrs: dict,
     coords: dict | None = None,
     dims: dict | None = None,
@@ -112,11 +114,9 @@ def build_datatree(
     ----------
     posterior : dict of numpy.ndarray
         ``name -> (chain, draw, *shape)`` equal-weight posterior draws.
-    chain_stats : list of dict
-        One dict per chain with ``log_marginal_likelihood``, ``log_z_variance``,
-        ``n_logp_evals``, ``log_weights`` (N,), ``hit_max_steps`` and the per-stage arrays
-        ``tau``, ``ess``, ``acceptance_rate``, ``log_z_increment``, ``resampled``.
-        Extra scalar entries become ``(chain,)`` variables.
+    chains : list of ChainResult
+        One per chain: its scalars, final ``log_weights`` and per-stage arrays; its
+        ``stats`` become ``(chain,)`` variables and its ``arrays`` ``(chain, *dims)`` ones.
     attrs : dict
         Run settings (method, path, alpha, c, schedule, kernel, ...), stored on
         ``sample_stats`` and ``posterior``.
@@ -133,50 +133,42 @@ def build_datatree(
     """
     coords = dict(coords or {})
     dims = dict(dims or {})
-    n_chains = len(chain_stats)
+    n_chains = len(chains)
     all_attrs = _attrs(attrs)
 
     post = _dataset_from_arrays(posterior, coords, dims, ["chain", "draw"], all_attrs)
 
     stage_keys = ("tau", "ess", "acceptance_rate", "log_z_increment", "mcmc_steps")
-    n_stages = np.array([cs["tau"].size for cs in chain_stats], dtype=np.int64)
+    n_stages = np.array([c.n_stages for c in chains], dtype=np.int64)
     data_vars = {
         "log_marginal_likelihood": (
             ("chain",),
-            np.array([cs["log_marginal_likelihood"] for cs in chain_stats], dtype=np.float64),
+            np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64),
         ),
         "log_marginal_likelihood_mcse": (
             ("chain",),
-            np.sqrt(np.array([cs["log_z_variance"] for cs in chain_stats], dtype=np.float64)),
+            np.sqrt(np.array([c.log_z_variance for c in chains], dtype=np.float64)),
         ),
         "n_stages": (("chain",), n_stages),
-        "n_logp_evals": (
-            ("chain",),
-            np.array([cs["n_logp_evals"] for cs in chain_stats], dtype=np.int64),
-        ),
-        "hit_max_steps": (
-            ("chain",),
-            np.array([bool(cs.get("hit_max_steps", False)) for cs in chain_stats]),
-        ),
+        "n_logp_evals": (("chain",), np.array([c.n_logp_evals for c in chains], dtype=np.int64)),
+        "hit_max_steps": (("chain",), np.array([bool(c.hit_max_steps) for c in chains])),
         "log_weights": (
             ("chain", "draw"),
-            np.stack([np.asarray(cs["log_weights"], dtype=np.float64) for cs in chain_stats]),
+            np.stack([np.asarray(c.log_weights, dtype=np.float64) for c in chains]),
         ),
         "resampled": (
             ("chain", "stage"),
-            pad_stages([np.asarray(cs["resampled"], dtype=bool) for cs in chain_stats], False),
+            pad_stages([np.asarray(c.stages["resampled"], dtype=bool) for c in chains], False),
         ),
     }
     for key in stage_keys:
         data_vars[key] = (
             ("chain", "stage"),
-            pad_stages([np.asarray(cs[key], dtype=np.float64) for cs in chain_stats]),
+            pad_stages([np.asarray(c.stages[key], dtype=np.float64) for c in chains]),
         )
-    known = set(data_vars) | {"log_z_variance"}
-    for key in chain_stats[0]:
-        if key not in known and np.ndim(chain_stats[0][key]) == 0:
-            data_vars[key] = (("chain",), np.array([cs[key] for cs in chain_stats]))
-    for key, (vdims, arr) in (extra_vars or {}).items():
+    for key in chains[0].stats:
+        data_vars[key] = (("chain",), np.array([c.stats[key] for c in chains]))
+    for key, (vdims, arr) in {**per_chain_arrays(chains), **(extra_vars or {})}.items():
         data_vars[key] = (tuple(vdims), np.asarray(arr))
     stats = xr.Dataset(
         data_vars,

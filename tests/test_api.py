@@ -155,13 +155,13 @@ def test_per_chain_seed_list(regression):
 
 
 def test_worker_errors_name_the_chain(regression, monkeypatch):
-    from pymc_crais.pymc import sampling
+    from pymc_crais.samplers import anneal_chain
 
     def boom(*args, **kwargs):
         raise ArithmeticError("kernel exploded")
 
-    monkeypatch.setattr(sampling, "anneal", boom)
-    with pytest.raises(sampling.ChainFailedError, match="chain 0 failed.*kernel exploded"):
+    monkeypatch.setattr(anneal_chain, "anneal", boom)
+    with pytest.raises(pmc.ChainFailedError, match="chain 0 failed.*kernel exploded"):
         pmc.sample_ais(model=regression.model, random_seed=0, **FAST)
 
 

@@ -24,8 +24,8 @@ import pytest
 from scipy import special, stats
 
 import pymc_crais as pmc
-from pymc_crais.pymc import sampling
-from pymc_crais.pymc.sampling import _run_chain as _ORIGINAL_RUN_CHAIN
+from pymc_crais.samplers import anneal_chain, runner
+from pymc_crais.samplers.anneal_chain import run_anneal_chain as _ORIGINAL_RUN_CHAIN
 
 from . import exact_models as em
 
@@ -330,13 +330,13 @@ def test_forked_and_pickled_workers_give_the_same_result(small_case):
         np.testing.assert_array_equal(
             forked.sample_stats[name].values, spawned.sample_stats[name].values
         )
-    assert sampling._FORK_TASKS == {}
+    assert runner._FORK_TASKS == {}
 
 
 def test_chain_streams_are_independent():
     """Per-chain generators come from spawned SeedSequences: their streams are uncorrelated
     (|r| < 4/√n for every pair) and never coincide."""
-    rngs, aux = sampling.chain_generators(123, 4)
+    rngs, aux = runner.chain_generators(123, 4)
     draws = np.stack([g.standard_normal(20_000) for g in [*rngs, aux]])
     corr = np.corrcoef(draws)
     off = corr[~np.eye(5, dtype=bool)]
@@ -367,7 +367,7 @@ TWO_WORKERS = {
 
 
 def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monkeypatch):
-    monkeypatch.setattr(sampling, "_run_chain", _explode_on_chain_1)
+    monkeypatch.setattr(anneal_chain, "run_anneal_chain", _explode_on_chain_1)
     with pytest.raises(pmc.ChainFailedError) as info:
         pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
     msg = str(info.value)
@@ -378,7 +378,7 @@ def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monk
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
 def test_keyboard_interrupt_stops_all_workers(small_case, monkeypatch):
-    monkeypatch.setattr(sampling, "_run_chain", _interrupt_parent_then_hang)
+    monkeypatch.setattr(anneal_chain, "run_anneal_chain", _interrupt_parent_then_hang)
     with pytest.raises(KeyboardInterrupt):
         pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
     assert _no_children_left() == []
@@ -397,7 +397,7 @@ def test_terminate_workers_reaps_every_process():
     while len(ex._processes) < 2 or not any(f.running() for f in futs):
         time.sleep(0.05)
     procs = list(ex._processes.values())
-    sampling._terminate_workers(ex)
+    runner.terminate_workers(ex)
     assert all(p.exitcode is not None for p in procs)  # dead and reaped
     assert _no_children_left() == []
     # the third call may already sit in the pool's call queue, where it cannot be

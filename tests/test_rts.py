@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import pymc_crais as pmc
-from pymc_crais.pymc.sampling import schedule_from_result
+from pymc_crais import schedule_from_result
 
 from . import exact_models as em
 

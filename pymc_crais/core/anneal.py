@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..warnings import MaxStepsWarning
 from .density import BatchedDensity
 from .estimators import ancestry_variance
 from .kernels import KernelInfo, MutationKernel
@@ -279,7 +280,7 @@ def anneal(
                 warnings.warn(
                     f"max_steps={max_steps} reached at tau={tau:.6g}; the last step jumps to "
                     "tau=1, so the estimate may be poor. Increase max_steps.",
-                    RuntimeWarning,
+                    MaxStepsWarning,
                     stacklevel=2,
                 )
         else:

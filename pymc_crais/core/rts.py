@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..warnings import RTSInitialLoopWarning
 from .anneal import anneal
 from .density import BatchedDensity
 from .kernels import HMCParams, MutationKernel, RWMHParams
@@ -686,7 +687,7 @@ def rts(
             f"{dev_init[-1]:.3g} >= tol/K = {tol / K:.3g}; the final run's log Z_k guesses are "
             "still off, so its temperatures may mix poorly. Increase max_init_rounds or "
             "n_init_sweeps, or use more temperatures.",
-            RuntimeWarning,
+            RTSInitialLoopWarning,
             stacklevel=2,
         )
     evals_init = density.n_evals - evals0

@@ -130,7 +130,7 @@ def uses_jax(compile_kwargs: dict | None) -> bool:
         return False
 
 
-def _joined_scalar_graph(model, outputs, layout: ParameterLayout):
+def joined_scalar_graph(model, outputs, layout: ParameterLayout):
     """``outputs`` as functions of one raveled float vector ``θ`` (discrete inputs rounded)."""
     from pymc.pytensorf import join_nonshared_inputs
 
@@ -151,7 +151,7 @@ def _joined_scalar_graph(model, outputs, layout: ParameterLayout):
     return outs, theta
 
 
-def _compile(inputs, outputs, compile_kwargs):
+def compile_function(inputs, outputs, compile_kwargs):
     from pymc.pytensorf import compile as pm_compile
 
     kw = {"on_unused_input": "ignore", **compile_kwargs}
@@ -225,7 +225,7 @@ def compile_model_density(
     vectorize : bool, default True
         Build the batched graph; ``False`` forces the per-particle loop (for comparisons).
     simplify : bool, default True
-        Apply the rewrites of :mod:`pymc_crais.pymc.rewrites`: the exact ones (e.g.
+        Apply the rewrites of :mod:`pymc_crais.samplers.rewrites`: the exact ones (e.g.
         Bernoulli-logit's log-density with one softplus instead of two) before
         differentiating, and, inside the compilation, softplus terms of sums as
         ``maximum(x, 0) + log(1 + exp(-|x|))`` (absolute error below 2.3e-16 an element,
@@ -314,7 +314,7 @@ def clear_compile_cache() -> None:
 
 def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) -> tuple:
     """``(vectorized, fn, fn_grad, grad_error, fallback_reason)`` for :func:`compile_model_density`."""
-    (lp, ll), theta = _joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
+    (lp, ll), theta = joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
     lp = pt.as_tensor_variable(lp).astype("float64")
     ll = pt.as_tensor_variable(ll).astype("float64")
 
@@ -333,13 +333,13 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
             xb, (blp, bll) = batched([lp, ll])
             if simplify:  # after vectorizing: canonical forms can hide batch dimensions
                 blp, bll = simplify_logp_graph([blp, bll])
-            fn = _compile([xb], [blp, bll], ckw)
+            fn = compile_function([xb], [blp, bll], ckw)
             fn_grad = None
             if gradient:
                 try:
                     g_lp = pt.grad(blp.sum(), xb, disconnected_inputs="ignore")
                     g_ll = pt.grad(bll.sum(), xb, disconnected_inputs="ignore")
-                    fn_grad = _compile([xb], [blp, bll, g_lp, g_ll], ckw)
+                    fn_grad = compile_function([xb], [blp, bll, g_lp, g_ll], ckw)
                 except Exception as err:  # no gradient for some Op
                     grad_error = f"{type(err).__name__}: {err}"
             # smoke test on two copies of the initial point, so failures surface here
@@ -351,11 +351,11 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
         fallback_reason = None
     if simplify:
         lp, ll = simplify_logp_graph([lp, ll])
-    fn = _compile([theta], [lp, ll], ckw)
+    fn = compile_function([theta], [lp, ll], ckw)
     fn_grad = None
     if gradient:
         try:
-            fn_grad = _compile(
+            fn_grad = compile_function(
                 [theta],
                 [
                     lp,

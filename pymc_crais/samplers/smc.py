@@ -3,54 +3,31 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
-from ..core.anneal import anneal
 from ..core.paths import make_path
-from ..core.schedules import FIXED_SCHEDULES, Schedule, make_fixed_schedule
-from . import sampling as _s
-from .progress import ChainProgress, stage_callback
+from ..core.schedules import FIXED_SCHEDULES, Schedule
+from .anneal_chain import run_anneal_chains
+from .options import (
+    ADAPTIVE_SCHEDULES,
+    RunOptions,
+    check_int,
+    check_rate,
+    is_auto,
+    resolve_schedule,
+)
+from .pipeline import finish, prepare
+from .runner import single_threaded_blas
+from .tuning import rate_for_steps, scale_shift_pilot
 
-__all__ = ["sample_smc"]
+__all__ = ["SMC_SCHEDULES", "sample_smc"]
 
 SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
 
 
-@dataclass
-class _SMCTask(_s._ChainTask):
-    resample: str = "always"
-    resample_threshold: float = 0.5
-    resampler: str = "systematic"
-    max_mcmc_steps: int = 20
-    correlation_threshold: float = 0.01
-
-
-def _run_smc_chain(task: _SMCTask) -> dict:
-    rng = task.rng
-    result = anneal(
-        rng,
-        task.density,
-        task.draw(rng, task.draws),
-        task.path,
-        task.schedule,
-        task.kernel,
-        n_mcmc_steps=task.n_mcmc_steps,
-        max_mcmc_steps=task.max_mcmc_steps,
-        correlation_threshold=task.correlation_threshold,
-        resample=task.resample,
-        threshold=task.resample_threshold,
-        resampler=task.resampler,
-        max_steps=task.max_steps,
-        tune_from_weights=True,
-        callback=stage_callback(task.chain),
-    )
-    return _s._chain_output(task, rng, result)
-
-
-@_s.single_threaded_blas
+@single_threaded_blas
 def sample_smc(
     draws: int = 2000,
     kernel="hmc",
@@ -75,8 +52,9 @@ def sample_smc(
     ----------
     draws : int, default 2000
         Particles per chain.
-    kernel : {"hmc", "rwmh", "imh", "mala"} or MutationKernel, default "hmc"
-        Mutation kernel (``"imh"`` is PyMC's default independence sampler).
+    kernel : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
+        Mutation kernel (``"imh"`` is PyMC's default independence sampler; ``"mh"`` is
+        ``"rwmh"``).
     start : None
         Not supported (initial particles must be exact draws of ``q0`` for ``log Z``);
         use ``init=``.
@@ -114,7 +92,7 @@ def sample_smc(
         )
     kw = dict(kernel_kwargs)
     schedule = kw.pop("schedule", "ess")
-    threshold = kw.pop("threshold", 0.5)
+    rho = kw.pop("threshold", 0.5)  # PyMC's name for the ESS ratio of the tempering rule
     alpha = kw.pop("alpha", 0.0)
     delta = kw.pop("delta", "auto")
     n_steps = kw.pop("n_steps", 100)
@@ -142,25 +120,38 @@ def sample_smc(
     if not (np.isfinite(resample_threshold) and 0 < resample_threshold <= 1):
         raise ValueError(f"resample_threshold must be in (0, 1], got {resample_threshold!r}")
     make_path(alpha, 0.0)
-    if isinstance(schedule, str) and schedule in ("ess", "cess"):
-        sched: Schedule = (ESSSchedule if schedule == "ess" else CESSSchedule)(threshold, max_step=max_step, min_step=min_step)
+    sched: Schedule | None
+    if isinstance(schedule, str) and schedule in ADAPTIVE_SCHEDULES:
+        rule = ESSSchedule if schedule == "ess" else CESSSchedule
+        sched = rule(rho, max_step=max_step, min_step=min_step)
     elif is_cr:
-        if not (isinstance(delta, str) and delta == "auto"):
-            if isinstance(delta, bool) or not isinstance(delta, int | float) or not (np.isfinite(delta) and delta > 0):
-                raise ValueError(f"delta must be a positive number or 'auto', got {delta!r}")
+        delta = check_rate(delta)
         sched = None  # built once c and delta are known
     else:
-        sched = _s._resolve_schedule(schedule, n_steps, None, None, max_step, min_step)
+        sched = resolve_schedule(schedule, n_steps, None, None, max_step, min_step)
     if n_mcmc_steps != "auto":
-        _s._check_int(n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
-    max_steps = _s._check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
+        check_int(n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
+    max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
 
-    setup = _s._setup(
-        model=model, draws=draws, chains=chains, cores=cores, kernel=kernel,
-        kernel_kwargs=own_kernel_kwargs, init=init, init_kwargs=init_kwargs,
-        random_seed=random_seed, backend=backend, compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs, n_mcmc_steps=n_mcmc_steps if n_mcmc_steps != "auto" else 0,
+    options = RunOptions(
+        model=model,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        kernel=kernel,
+        kernel_kwargs=own_kernel_kwargs,
+        init=init,
+        init_kwargs=init_kwargs,
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs,
+        n_mcmc_steps=n_mcmc_steps if n_mcmc_steps != "auto" else 0,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        mp_ctx=mp_ctx,
     )
+    setup = prepare(options)
     attrs = {
         "method": "smc",
         "path": make_path(alpha, 0.0).name,
@@ -173,30 +164,27 @@ def sample_smc(
         "resample_threshold": float(resample_threshold),
         "resampler": resampler,
     }
+    need_rate = is_cr and is_auto(delta)
+    c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=need_rate)
     if is_cr:
-        c, total = _s._rate_pilot(setup, alpha, scale_shift, need_integral=delta == "auto", attrs=attrs)
-        if delta == "auto":
-            delta = max(total / _s._check_int(n_steps, "n_steps", 1, "e.g. n_steps=100"), 1e-12)
-    else:
-        pilot_sched = make_fixed_schedule("exponential", 32, tau_min=1e-6)
-        c = _s._scale_shift(setup, alpha, scale_shift, pilot_sched, attrs)
-    if is_cr:
-        sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=0.125 if max_step is None else max_step)
+        if need_rate:
+            delta = rate_for_steps(total, check_int(n_steps, "n_steps", 1, "e.g. n_steps=100"))
+        max_step = 0.125 if max_step is None else max_step
+        sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=max_step)
         attrs.update(sched.describe())
-    tasks = [
-        _SMCTask(
-            chain=i, rng=setup.chain_rngs[i], density=setup.density, draw=setup.draw,
-            draws=setup.draws, path=make_path(alpha, c), schedule=sched, kernel=setup.kernel,
-            n_mcmc_steps=n_mcmc_steps, max_steps=max_steps, resample=resample,
-            resample_threshold=float(resample_threshold), resampler=resampler,
-            max_mcmc_steps=int(max_mcmc_steps), correlation_threshold=float(correlation_threshold),
-        )
-        for i in range(setup.chains)
-    ]
-    t0 = time.perf_counter()
-    outs = _s._run_chains(
-        tasks, setup.cores, mp_ctx, ChainProgress(progressbar, setup.chains, "SMC"), runner=_run_smc_chain
+    outs, attrs["sampling_time"] = run_anneal_chains(
+        setup,
+        make_path(alpha, c),
+        sched,
+        "SMC",
+        n_mcmc_steps=n_mcmc_steps,
+        max_steps=max_steps,
+        resample=resample,
+        resample_threshold=float(resample_threshold),
+        resampler=resampler,
+        max_mcmc_steps=int(max_mcmc_steps),
+        correlation_threshold=float(correlation_threshold),
+        tune_from_weights=True,
     )
-    attrs["sampling_time"] = time.perf_counter() - t0
     attrs["wall_time"] = time.perf_counter() - t_start
-    return _s._finish(setup, outs, attrs, {}, return_inferencedata, idata_kwargs)
+    return finish(setup, outs, attrs, {})

@@ -9,7 +9,7 @@ import numpy as np
 from ..core.density import BatchedDensity
 from ..core.initial import GaussianInitial, InitialReweightedDensity, StudentTInitial, laplace_fit
 from .compile import ModelDensity, initial_point_vector
-from .init import PriorSampler
+from .prior import PriorSampler
 
 __all__ = ["InitialSetup", "build_initial", "INIT_CHOICES"]
 

@@ -7,13 +7,13 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 
-from pymc_crais.pymc import compile as compile_mod
-from pymc_crais.pymc.compile import (
+from pymc_crais.samplers import compile as compile_mod
+from pymc_crais.samplers.compile import (
     PerParticleFallbackWarning,
     compile_model_density,
     parameter_layout,
 )
-from pymc_crais.pymc.init import PriorSampler
+from pymc_crais.samplers.prior import PriorSampler
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.adaptive import ConstantRateSchedule
-from ..core.anneal import anneal
+from ..chain_result import ChainResult, SamplerResult, schedule_from_result
 from ..core.paths import make_path
 from ..core.resampling import systematic
 from ..core.rts import WARM_STARTS, rts
@@ -22,8 +21,12 @@ from ..core.schedules import (
     validate_schedule,
 )
 from ..core.weights import ess_from_log_weights, normalized_weights
-from . import sampling as _s
+from ..warnings import RTSInitialLoopWarning
+from .options import RunOptions, check_int
+from .pipeline import RunSetup, finish, fresh_kernel, prepare
 from .progress import ChainProgress, stage_callback
+from .runner import run_chains, single_threaded_blas
+from .tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
 
 __all__ = ["sample_rts"]
 
@@ -31,7 +34,9 @@ LADDERS = ("constant_rate", *FIXED_SCHEDULES)
 
 
 @dataclass
-class _RTSTask:
+class RTSTask:
+    """One chain of tempered sampling: ``draws`` particles over the ``ladder``."""
+
     chain: int
     rng: np.random.Generator
     density: object
@@ -43,7 +48,7 @@ class _RTSTask:
     options: dict
 
 
-def _run_rts_chain(task: _RTSTask) -> dict:
+def run_rts_chain(task: RTSTask) -> ChainResult:
     """One chain: ``draws`` tempering particles as one batch; plain NumPy output."""
     rng = task.rng
     report = stage_callback(task.chain)
@@ -66,54 +71,64 @@ def _run_rts_chain(task: _RTSTask) -> dict:
     idx = rng.permutation(systematic(rng, w, task.draws))
     K = res.ladder.size
     n = task.draws
-    return {
-        "chain": task.chain,
-        "x": res.posterior_x[idx],
-        "log_marginal_likelihood": res.log_marginal_likelihood,
-        "log_z_variance": res.log_z_variance,
-        "n_logp_evals": res.n_logp_evals,
-        "n_logp_evals_init": res.n_logp_evals_init,
-        "log_weights": res.posterior_log_weights[-n:],
-        "hit_max_steps": not res.init_converged,
+    level = (
+        res.ladder, np.exp(res.log_prior), res.c_hat, res.c_hat_mcse, res.log_z_levels,
+        res.log_z_rts_levels, res.ti_means, res.rbti_means, res.acceptance_rate, res.step_size,
+    )
+    return ChainResult(
+        chain=task.chain,
+        x=res.posterior_x[idx],
+        log_marginal_likelihood=res.log_marginal_likelihood,
+        log_z_variance=res.log_z_variance,
+        n_logp_evals=res.n_logp_evals,
+        log_weights=res.posterior_log_weights[-n:],
+        hit_max_steps=not res.init_converged,
         # per-stage arrays on the ladder's levels 2..K (stage s is the step τ_s -> τ_{s+1})
-        "tau": res.ladder[1:],
-        "ess": res.ess[1:],
-        "acceptance_rate": res.acceptance_rate[1:],
-        "log_z_increment": np.diff(res.log_z_rts_levels),
-        "mcmc_steps": res.extras["level_visits"][1:].astype(np.float64),
-        "resampled": np.zeros(K - 1, dtype=bool),
-        # scalars
-        "log_marginal_likelihood_ti": res.log_z_ti,
-        "log_marginal_likelihood_ti_mcse": float(np.sqrt(res.log_z_ti_variance)),
-        "log_marginal_likelihood_rbti": res.log_z_rbti,
-        "log_marginal_likelihood_rbti_mcse": float(np.sqrt(res.log_z_rbti_variance)),
-        "n_init_rounds": res.n_init_rounds,
-        "init_converged": bool(res.init_converged),
-        "init_deviation": float(res.init_deviation[-1]) if res.init_deviation.size else float("nan"),
-        "c_hat_deviation": float(np.max(np.abs(np.exp(res.log_prior) - res.c_hat))),
-        "posterior_ess": ess_from_log_weights(res.posterior_log_weights),
-        # per-level arrays (moved to run-level variables with a chain dim by sample_rts)
-        "ladder": res.ladder,
-        "level_prior": np.exp(res.log_prior),
-        "c_hat": res.c_hat,
-        "c_hat_mcse": res.c_hat_mcse,
-        "log_z_levels": res.log_z_levels,
-        "log_z_rts_levels": res.log_z_rts_levels,
-        "ti_means": res.ti_means,
-        "rbti_means": res.rbti_means,
-        "level_acceptance_rate": res.acceptance_rate,
-        "level_step_size": res.step_size,
-        "temperature_transitions": res.transitions,
-    }
+        stages={
+            "tau": res.ladder[1:],
+            "ess": res.ess[1:],
+            "acceptance_rate": res.acceptance_rate[1:],
+            "log_z_increment": np.diff(res.log_z_rts_levels),
+            "mcmc_steps": res.extras["level_visits"][1:].astype(np.float64),
+            "resampled": np.zeros(K - 1, dtype=bool),
+        },
+        stats={
+            "n_logp_evals_init": res.n_logp_evals_init,
+            "log_marginal_likelihood_ti": res.log_z_ti,
+            "log_marginal_likelihood_ti_mcse": float(np.sqrt(res.log_z_ti_variance)),
+            "log_marginal_likelihood_rbti": res.log_z_rbti,
+            "log_marginal_likelihood_rbti_mcse": float(np.sqrt(res.log_z_rbti_variance)),
+            "n_init_rounds": res.n_init_rounds,
+            "init_converged": bool(res.init_converged),
+            "init_deviation": (
+                float(res.init_deviation[-1]) if res.init_deviation.size else float("nan")
+            ),
+            "c_hat_deviation": float(np.max(np.abs(np.exp(res.log_prior) - res.c_hat))),
+            "posterior_ess": ess_from_log_weights(res.posterior_log_weights),
+        },
+        arrays={
+            **{key: (("level",), value) for key, value in zip(LEVEL_VARS, level, strict=True)},
+            "temperature_transitions": (("level", "level_to"), res.transitions),
+        },
+    )
 
 
-_LEVEL_VARS = (
-    "ladder", "level_prior", "c_hat", "c_hat_mcse", "log_z_levels", "log_z_rts_levels", "ti_means",
-    "rbti_means", "level_acceptance_rate", "level_step_size",
+LEVEL_VARS = (
+    "ladder",
+    "level_prior",
+    "c_hat",
+    "c_hat_mcse",
+    "log_z_levels",
+    "log_z_rts_levels",
+    "ti_means",
+    "rbti_means",
+    "level_acceptance_rate",
+    "level_step_size",
 )
+"""Per-level results of each chain (``(chain, level)`` variables)."""
 
 
-def _resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndarray | None, str]:
+def resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndarray | None, str]:
     """The ladder as an array (``None`` for ``"constant_rate"``, built after the set-up)."""
     kw = dict(ladder_kwargs or {})
     if isinstance(ladder, str):
@@ -129,36 +144,37 @@ def _resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndar
         )
     if kw:
         raise TypeError("ladder_kwargs only apply to a named ladder")
-    if hasattr(ladder, "children") or isinstance(ladder, _s.SamplerResult):
-        return interpolate_schedule(_s.schedule_from_result(ladder), n_temperatures - 1), "from_result"
+    if hasattr(ladder, "children") or isinstance(ladder, SamplerResult):
+        return interpolate_schedule(schedule_from_result(ladder), n_temperatures - 1), "from_result"
     if hasattr(ladder, "__array__") or isinstance(ladder, list | tuple):
         return validate_schedule(np.asarray(ladder, dtype=np.float64)), "array"
     raise ValueError(f"ladder={ladder!r} is not understood; pass a name, an array or a previous result")
 
 
-def _constant_rate_ladder(setup, path, total: float, n_temperatures: int, attrs: dict) -> np.ndarray:
+def constant_rate_ladder(setup: RunSetup, path, total: float, n_temperatures: int, attrs):
     """A CR-AIS tuning run (δ = T / (K − 1)) whose schedule, interpolated to ``K`` levels,
     is the ladder."""
     n_tune = n_temperatures - 1
-    delta = max(total / n_tune, 1e-12) if np.isfinite(total) else 1.0
-    before = setup.density.n_evals
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="max_steps=", category=RuntimeWarning)
-        tres = anneal(
-            setup.aux_rng, setup.density, setup.draw(setup.aux_rng, min(setup.draws, 256)), path,
-            ConstantRateSchedule(delta), _s._fresh_kernel(setup), max_steps=4 * n_tune,
-        )
+    tuning = constant_rate_tuning(
+        setup,
+        path,
+        rate_for_steps(total, n_tune),
+        draws=min(setup.draws, 256),
+        max_steps=4 * n_tune,
+        warn_at_cap=False,
+        label="RTS ladder tuning",
+    )
     attrs.update(
         {
-            "ladder_delta": delta,
-            "n_ladder_tune_steps": tres.n_stages,
-            "n_logp_evals_ladder": setup.density.n_evals - before,
+            "ladder_delta": tuning.delta,
+            "n_ladder_tune_steps": tuning.result.n_stages,
+            "n_logp_evals_ladder": tuning.n_logp_evals,
         }
     )
-    return interpolate_schedule(np.concatenate([[0.0], tres.stages["tau"]]), n_tune)
+    return interpolate_schedule(tuning.schedule, n_tune)
 
 
-@_s.single_threaded_blas
+@single_threaded_blas
 def sample_rts(
     draws: int = 1000,
     n_temperatures: int = 100,
@@ -279,14 +295,14 @@ def sample_rts(
     """
     t_start = time.perf_counter()
     make_path(alpha, 0.0)
-    K = _s._check_int(n_temperatures, "n_temperatures", 2, "e.g. n_temperatures=100")
-    ladder_arr, ladder_name = _resolve_ladder(ladder, K, ladder_kwargs)
+    K = check_int(n_temperatures, "n_temperatures", 2, "e.g. n_temperatures=100")
+    ladder_arr, ladder_name = resolve_ladder(ladder, K, ladder_kwargs)
     if ladder_name == "array":
         K = ladder_arr.size
-    n_sweeps = _s._check_int(n_sweeps, "n_sweeps", 1, "e.g. n_sweeps=500")
-    n_init_sweeps = _s._check_int(n_init_sweeps, "n_init_sweeps", 1, "e.g. n_init_sweeps=50")
-    max_init_rounds = _s._check_int(max_init_rounds, "max_init_rounds", 0, "or 0 to skip the initial loop")
-    n_groups = _s._check_int(n_groups, "n_groups", 2, "e.g. n_groups=20")
+    n_sweeps = check_int(n_sweeps, "n_sweeps", 1, "e.g. n_sweeps=500")
+    n_init_sweeps = check_int(n_init_sweeps, "n_init_sweeps", 1, "e.g. n_init_sweeps=50")
+    max_init_rounds = check_int(max_init_rounds, "max_init_rounds", 0, "or 0 to skip the initial loop")
+    n_groups = check_int(n_groups, "n_groups", 2, "e.g. n_groups=20")
     if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a positive number, got {tol!r}; the paper uses 0.1")
     if warm_start not in WARM_STARTS:
@@ -297,19 +313,31 @@ def sample_rts(
         lp = np.asarray(level_prior, dtype=np.float64)
         if lp.shape != (K,) or not np.all(np.isfinite(lp)) or np.any(lp <= 0):
             raise ValueError(f"level_prior must hold {K} positive numbers (one per temperature)")
-    setup = _s._setup(
-        model=model, draws=draws, chains=chains, cores=cores, kernel=kernel,
-        kernel_kwargs=kernel_kwargs, init=init, init_kwargs=init_kwargs,
-        random_seed=random_seed, backend=backend, compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs, n_mcmc_steps=n_mcmc_steps,
+    options = RunOptions(
+        model=model,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        kernel=kernel,
+        kernel_kwargs=kernel_kwargs,
+        init=init,
+        init_kwargs=init_kwargs,
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs,
+        n_mcmc_steps=n_mcmc_steps,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        mp_ctx=mp_ctx,
     )
-    if setup.draws < 2:
-        raise ValueError("draws must be at least 2")
+    setup = prepare(options)
     attrs = {"method": "rts", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs}
-    c, total = _s._rate_pilot(setup, alpha, scale_shift, need_integral=ladder_name == "constant_rate", attrs=attrs)
+    need_rate = ladder_name == "constant_rate"
+    c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=need_rate)
     path = make_path(alpha, c)
     if ladder_arr is None:
-        ladder_arr = _constant_rate_ladder(setup, path, total, K, attrs)
+        ladder_arr = constant_rate_ladder(setup, path, total, K, attrs)
     attrs.update(
         {
             "ladder": ladder_name,
@@ -325,37 +353,32 @@ def sample_rts(
             "mcse_method": "particle groups (delta method), conditional on the frozen log Z_k",
         }
     )
-    options = {
+    rts_options = {
         "n_sweeps": n_sweeps, "n_init_sweeps": n_init_sweeps, "max_init_rounds": max_init_rounds,
         "tol": float(tol), "level_prior": level_prior, "warm_start": warm_start,
         "n_mcmc_steps": int(n_mcmc_steps), "n_groups": n_groups, "restart_levels": restart_levels,
         "init_burn": float(init_burn),
     }
     tasks = [
-        _RTSTask(i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, path,
-                 ladder_arr, _s._fresh_kernel(setup), options)
+        RTSTask(i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, path,
+                ladder_arr, fresh_kernel(setup), rts_options)
         for i in range(setup.chains)
     ]
     t0 = time.perf_counter()
+    progress = ChainProgress(progressbar, setup.chains, "RTS")
     with warnings.catch_warnings():  # one warning for all chains, below
-        warnings.filterwarnings("ignore", message="RTS initial loop hit", category=RuntimeWarning)
-        outs = _s._run_chains(tasks, setup.cores, mp_ctx, ChainProgress(progressbar, setup.chains, "RTS"),
-                              runner=_run_rts_chain)
-    not_converged = [o["chain"] for o in outs if not o["init_converged"]]
+        warnings.simplefilter("ignore", RTSInitialLoopWarning)
+        outs = run_chains(tasks, run_rts_chain, setup.cores, mp_ctx, progress)
+    not_converged = [o.chain for o in outs if not o.stats["init_converged"]]
     if not_converged:
         warnings.warn(
             f"RTS initial loop of chain(s) {not_converged} hit max_init_rounds={max_init_rounds} "
             f"before max|r_k - c_k| < tol/K; the log Z_k guesses are still off, so temperatures "
             "may mix poorly (sample_stats.init_deviation, c_hat). Increase max_init_rounds or "
             "n_init_sweeps, or use more temperatures.",
-            RuntimeWarning,
+            RTSInitialLoopWarning,
             stacklevel=2,
         )
     attrs["sampling_time"] = time.perf_counter() - t0
     attrs["wall_time"] = time.perf_counter() - t_start
-    extra = {key: (("chain", "level"), np.stack([o.pop(key) for o in outs])) for key in _LEVEL_VARS}
-    extra["temperature_transitions"] = (
-        ("chain", "level", "level_to"),
-        np.stack([o.pop("temperature_transitions") for o in outs]),
-    )
-    return _s._finish(setup, outs, attrs, extra, return_inferencedata, idata_kwargs)
+    return finish(setup, outs, attrs, {})

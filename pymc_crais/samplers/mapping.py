@@ -11,9 +11,9 @@ from pytensor.graph.replace import vectorize_graph
 from .compile import (
     ParameterLayout,
     PerParticleFallbackWarning,
-    _compile,
-    _joined_scalar_graph,
     cached_on_model,
+    compile_function,
+    joined_scalar_graph,
     resolve_compile_kwargs,
 )
 
@@ -46,13 +46,13 @@ class PosteriorMapper:
         deterministics = model.replace_rvs_by_values(model.deterministics)
         self.names = [rv.name for rv in free] + [d.name for d in model.deterministics]
         self.dtypes = [rv.dtype for rv in free] + [d.dtype for d in model.deterministics]
-        outs, theta = _joined_scalar_graph(model, list(constrained) + list(deterministics), layout)
+        outs, theta = joined_scalar_graph(model, list(constrained) + list(deterministics), layout)
         ckw = resolve_compile_kwargs(None, compile_kwargs)
         self.vectorized = True
         try:
             xb = pt.matrix("theta_batch", dtype="float64")
             bouts = vectorize_graph(outs, replace={theta: xb})
-            self._fn = _compile([xb], bouts, ckw)
+            self._fn = compile_function([xb], bouts, ckw)
         except Exception as err:
             warnings.warn(
                 f"could not vectorize the map to named variables ({type(err).__name__}: "
@@ -61,7 +61,7 @@ class PosteriorMapper:
                 stacklevel=2,
             )
             self.vectorized = False
-            self._fn = _compile([theta], outs, ckw)
+            self._fn = compile_function([theta], outs, ckw)
 
     def __call__(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Named arrays for the particles ``x`` (shape ``(N, d)``)."""

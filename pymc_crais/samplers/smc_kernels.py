@@ -22,14 +22,15 @@ import numpy as np
 from pymc.smc.kernels import SMC_KERNEL
 
 from ..core.adaptive import ConstantRateSchedule
-from ..core.anneal import anneal, mean_correlation
+from ..core.anneal import mean_correlation
 from ..core.kernels import make_kernel
 from ..core.particles import ParticleState
 from ..core.paths import make_path
-from ..core.schedules import make_fixed_schedule
 from ..core.weights import logsumexp
 from .compile import compile_model_density, parameter_layout
-from .init import prior_sampler
+from .options import check_rate, is_auto
+from .prior import prior_sampler
+from .tuning import PILOT_DRAWS, RateProbe, pilot_run, rate_for_steps
 
 __all__ = ["BatchedSMC", "CRSMC"]
 
@@ -176,9 +177,7 @@ class CRSMC(BatchedSMC):
 
     def __init__(self, *args, delta="auto", n_stages=50, max_step=0.125, **kwargs):
         super().__init__(*args, **kwargs)
-        if not (isinstance(delta, str) and delta == "auto"):
-            if not (np.isfinite(delta) and delta > 0):
-                raise ValueError(f"delta must be positive or 'auto', got {delta!r}")
+        delta = check_rate(delta)
         if int(n_stages) != n_stages or n_stages < 1:
             raise ValueError(f"n_stages must be a positive integer, got {n_stages}")
         self.delta_setting = delta
@@ -188,16 +187,11 @@ class CRSMC(BatchedSMC):
 
     def setup_kernel(self):
         delta = self.delta_setting
-        if delta == "auto":
-            from .sampling import _RateProbe
-
-            probe = _RateProbe(0.0)
-            pilot = anneal(
-                self.rng, self._density, self._prior.draw(self.rng, min(self.draws, 256)), make_path(0.0),
-                probe.wrap(make_fixed_schedule("exponential", 32, tau_min=1e-6)),
-                make_kernel(self._kernel.name),
-            )
-            delta = max(probe.total_rate(pilot.log_marginal_likelihood, 0.0) / self.n_stages, 1e-12)
+        if is_auto(delta):  # the shared rate pilot (pymc_crais.samplers.tuning)
+            probe = RateProbe(0.0)
+            x0 = self._prior.draw(self.rng, min(self.draws, PILOT_DRAWS))
+            pilot = pilot_run(self.rng, self._density, x0, make_kernel(self._kernel.name), None, probe)
+            delta = rate_for_steps(probe.total_rate(pilot.log_marginal_likelihood, 0.0), self.n_stages)
         self.delta = float(delta)
         self._rule = ConstantRateSchedule(self.delta, max_step=self.max_step)
 

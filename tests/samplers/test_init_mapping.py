@@ -5,9 +5,9 @@ import pymc as pm
 import pytest
 from scipy import stats
 
-from pymc_crais.pymc.compile import parameter_layout
-from pymc_crais.pymc.init import PriorSampler
-from pymc_crais.pymc.mapping import PosteriorMapper
+from pymc_crais.samplers.compile import parameter_layout
+from pymc_crais.samplers.prior import PriorSampler
+from pymc_crais.samplers.mapping import PosteriorMapper
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,220 @@
+"""``sample_ais``: annealed importance sampling of a PyMC model.
+
+Particles drawn from ``q0`` are annealed along the path over a fixed or adaptive (ESS,
+CESS) schedule, moved by a batched kernel and weighted, never resampled; ``mean(w)``
+estimates ``Z``. ``schedule="constant_rate"`` hands over to :func:`sample_crais`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..core.paths import make_path
+from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
+from .anneal_chain import run_anneal_chains
+from .options import RunOptions, check_int, resolve_schedule
+from .pipeline import finish, prepare
+from .runner import single_threaded_blas
+from .tuning import scale_shift_pilot
+
+__all__ = ["sample_ais"]
+
+
+@single_threaded_blas
+def sample_ais(
+    draws: int = 1000,
+    schedule="linear",
+    n_steps: int = 200,
+    alpha: float = 0.0,
+    kernel="hmc",
+    chains: int | None = None,
+    cores: int | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    return_inferencedata: bool = True,
+    idata_kwargs: dict | None = None,
+    compile_kwargs: dict | None = None,
+    *,
+    model=None,
+    init="prior",
+    init_kwargs: dict | None = None,
+    n_mcmc_steps: int = 1,
+    kernel_kwargs: dict | None = None,
+    schedule_kwargs: dict | None = None,
+    rho: float | None = None,
+    max_step: float | None = None,
+    min_step: float | None = None,
+    max_steps: int = 100_000,
+    scale_shift: float | str | None = None,
+    backend: str | None = None,
+    mp_ctx=None,
+    **crais_kwargs,
+):
+    """Estimate the evidence ``log Z`` of a PyMC model by annealed importance sampling.
+
+    Particles are drawn from ``q0`` (the prior by default), annealed along the path ``γ_τ``
+    (geometric for ``alpha=0``, power mean otherwise) over the ``schedule``, moved by a
+    batched MCMC ``kernel`` at every step, and weighted (never resampled), so that
+    ``mean(w)`` estimates ``Z``.
+
+    Parameters
+    ----------
+    draws : int, default 1000
+        Particles per chain (``>= 2``); also the number of posterior draws per chain.
+    schedule : str, array_like or previous result, default "linear"
+        ``"linear"``, ``"sigmoid"``, ``"exponential"`` (fixed, ``n_steps`` steps);
+        ``"ess"`` or ``"cess"`` (adaptive AIS: each step keeps ``ESS(W·incr) = ρ ESS(W)`` or
+        the conditional ESS at ``ρN``, per chain, by bisection); ``"constant_rate"`` (runs
+        :func:`sample_crais` with the remaining arguments); an increasing array of τ from
+        exactly 0 to 1; or a previous result, whose schedule is re-used.
+    n_steps : int, default 200
+        Steps of a fixed named schedule.
+    alpha : float, default 0.0
+        Power-mean exponent of the path: 0 geometric, 1 arithmetic; any finite value.
+    kernel : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
+        Mutation kernel. ``"hmc"`` and ``"mala"`` need gradients and continuous variables;
+        ``"rwmh"`` (alias ``"mh"``: random-walk Metropolis with particle-covariance
+        proposals) and ``"imh"`` (independence Metropolis with a Gaussian fitted to the
+        particles) work for all.
+    chains : int, optional
+        Independent runs (default: ``max(2, cores)``, as PyMC).
+    cores : int, optional
+        Worker processes (default: the number of CPUs). Results do not depend on it.
+    random_seed : int, sequence of int, SeedSequence or Generator, optional
+        Seeds everything; the global NumPy RNG is never used.
+    progressbar : bool, default True
+        Print one line per finished chain to stderr.
+    return_inferencedata : bool, default True
+        Return an ``xarray.DataTree`` (as ``pm.sample_smc``); else a :class:`SamplerResult`.
+    idata_kwargs : dict, optional
+        ``coords``/``dims`` overrides and ``log_likelihood=True`` (adds the pointwise
+        log-likelihood group via ``pm.compute_log_likelihood``).
+    compile_kwargs : dict, optional
+        Passed to ``pytensor.function``.
+    model : pymc.Model, optional
+        Defaults to the model on the context stack.
+    init : "prior", "laplace", dict or GaussianInitial, default "prior"
+        Initial distribution ``q0`` (see :func:`pymc_crais.samplers.init_option.build_initial`):
+        the prior; a Student-t (or Gaussian) at the Laplace fit; or a user-given normalized
+        Gaussian ``{"mean": ..., "cov": ...}`` in the model's unconstrained coordinates.
+    init_kwargs : dict, optional
+        ``df``, ``scale``, ``family`` for ``init="laplace"``.
+    n_mcmc_steps : int, default 1
+        Kernel transitions per annealing step.
+    kernel_kwargs : dict, optional
+        Options of a named kernel (``n_leapfrog``, ``step_size``, ``target_accept``...).
+    schedule_kwargs : dict, optional
+        Options of a named fixed schedule (``scale`` for sigmoid, ``tau_min`` for exponential).
+    rho : float, optional
+        Target ratio of the ``"ess"``/``"cess"`` rules, in (0, 1) (default 0.9).
+    max_step, min_step : float, optional
+        Bounds on ``τ' − τ`` for adaptive schedules.
+    max_steps : int, default 100000
+        Cap on the number of stages of an adaptive schedule; reaching it jumps to τ = 1,
+        warns and sets ``hit_max_steps``.
+    scale_shift : float, "pilot" or None, default None
+        The fixed ``c`` of a power-mean path (``log Z = c + log Z_c``). ``None`` means 0 for
+        ``alpha=0`` and ``"pilot"`` otherwise: ``c`` is the ``log Ẑ`` of a geometric pilot
+        run with ``min(draws, 256)`` particles, reported as ``n_logp_evals_pilot``.
+    backend : str, optional
+        PyTensor backend (``"c"``, ``"numba"``, ``"jax"``), as in ``pm.sample_smc``. The
+        default is PyTensor's (Numba). JAX needs ``cores=1`` and static shapes (some
+        models fail to compile); see ``docs/benchmarks.md`` for the comparison.
+    mp_ctx : str or multiprocessing context, optional
+        Start method of the worker processes (default: the platform's; with ``"fork"``
+        the workers inherit the compiled model instead of unpickling and re-compiling it).
+    **crais_kwargs
+        Only with ``schedule="constant_rate"``: arguments of :func:`sample_crais`.
+
+    Returns
+    -------
+    xarray.DataTree or SamplerResult
+        ``sample_stats.log_marginal_likelihood`` holds one ``log Ẑ`` per chain; combine
+        them with :func:`pymc_crais.log_marginal_likelihood`.
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_crais as pmc
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     pm.Normal("y", mu, 1, observed=[0.3, -0.2])
+    ...     idata = pmc.sample_ais(draws=500, n_steps=50, random_seed=1, progressbar=False)
+    >>> value, mcse = pmc.log_marginal_likelihood(idata)
+    """
+    if isinstance(schedule, str) and schedule.lower() == "constant_rate":
+        from .crais import sample_crais
+
+        return sample_crais(
+            draws=draws,
+            alpha=alpha,
+            kernel=kernel,
+            chains=chains,
+            cores=cores,
+            random_seed=random_seed,
+            progressbar=progressbar,
+            return_inferencedata=return_inferencedata,
+            idata_kwargs=idata_kwargs,
+            compile_kwargs=compile_kwargs,
+            model=model,
+            init=init,
+            init_kwargs=init_kwargs,
+            n_mcmc_steps=n_mcmc_steps,
+            kernel_kwargs=kernel_kwargs,
+            max_step=max_step,
+            min_step=min_step,
+            max_steps=max_steps,
+            scale_shift=scale_shift,
+            backend=backend,
+            mp_ctx=mp_ctx,
+            n_steps=n_steps,
+            **crais_kwargs,
+        )
+    if crais_kwargs:
+        raise TypeError(f"sample_ais got unexpected arguments {sorted(crais_kwargs)}")
+    t_start = time.perf_counter()
+    make_path(alpha, 0.0)  # validates alpha before any compilation
+    sched = resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
+    max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
+    options = RunOptions(
+        model=model,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        kernel=kernel,
+        kernel_kwargs=kernel_kwargs,
+        init=init,
+        init_kwargs=init_kwargs,
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs,
+        n_mcmc_steps=n_mcmc_steps,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        mp_ctx=mp_ctx,
+    )
+    setup = prepare(options)
+    attrs = {
+        "method": "ais",
+        "path": make_path(alpha, 0.0).name,
+        "alpha": float(alpha),
+        **setup.attrs,
+        **sched.describe(),
+    }
+    # the scale shift's pilot: a shorter version of a named fixed schedule, else the same
+    pilot_sched = sched
+    if isinstance(schedule, str) and schedule.lower() in FIXED_SCHEDULES:
+        pilot_sched = make_fixed_schedule(
+            schedule, max(int(n_steps) // 4, 10), **dict(schedule_kwargs or {})
+        )
+    c, _ = scale_shift_pilot(setup, alpha, scale_shift, attrs, schedule=pilot_sched)
+    outs, attrs["sampling_time"] = run_anneal_chains(
+        setup,
+        make_path(alpha, c),
+        sched,
+        "AIS",
+        n_mcmc_steps=int(n_mcmc_steps),
+        max_steps=int(max_steps),
+    )
+    attrs["wall_time"] = time.perf_counter() - t_start
+    return finish(setup, outs, attrs, {})
