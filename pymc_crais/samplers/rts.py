@@ -6,126 +6,29 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..chain_result import ChainResult, SamplerResult, schedule_from_result
+from ..chain_result import SamplerResult, schedule_from_result
 from ..core.paths import make_path
-from ..core.resampling import systematic
-from ..core.rts import WARM_STARTS, rts
+from ..core.rts import WARM_STARTS
 from ..core.schedules import (
     FIXED_SCHEDULES,
     interpolate_schedule,
     make_fixed_schedule,
     validate_schedule,
 )
-from ..core.weights import ess_from_log_weights, normalized_weights
 from ..warnings import RTSInitialLoopWarning
 from .options import RunOptions, check_int
 from .pipeline import RunSetup, finish, fresh_kernel, prepare
-from .progress import ChainProgress, stage_callback
+from .progress import ChainProgress
+from .rts_chain import RTSTask, run_rts_chain
 from .runner import run_chains, single_threaded_blas
 from .tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
 
 __all__ = ["sample_rts"]
 
 LADDERS = ("constant_rate", *FIXED_SCHEDULES)
-
-
-@dataclass
-class RTSTask:
-    """One chain of tempered sampling: ``draws`` particles over the ``ladder``."""
-
-    chain: int
-    rng: np.random.Generator
-    density: object
-    draw: object
-    draws: int
-    path: object
-    ladder: np.ndarray
-    kernel: object
-    options: dict
-
-
-def run_rts_chain(task: RTSTask) -> ChainResult:
-    """One chain: ``draws`` tempering particles as one batch; plain NumPy output."""
-    rng = task.rng
-    report = stage_callback(task.chain)
-    opts = dict(task.options)
-    total = opts["max_init_rounds"] * opts["n_init_sweeps"] + opts["n_sweeps"]
-    callback = None
-    if report is not None:
-        # the display shows progress as a fraction in the "tau" slot (initial rounds, then
-        # the final run); it is not a temperature
-        def callback(phase, i, info):
-            done = (i + 1) * opts["n_init_sweeps"] if phase == "init" else (
-                opts["max_init_rounds"] * opts["n_init_sweeps"] + i + 1
-            )
-            report(i, min(done / total, 1.0), float("nan"), float("nan"))
-
-    res = rts(rng, task.density, task.draw(rng, task.draws), task.path, task.ladder, task.kernel,
-              callback=callback, **opts)
-    # posterior draws: the pooled snapshots of the final run, weighted by q(K | θ), resampled
-    w = normalized_weights(res.posterior_log_weights)
-    idx = rng.permutation(systematic(rng, w, task.draws))
-    K = res.ladder.size
-    n = task.draws
-    level = (
-        res.ladder, np.exp(res.log_prior), res.c_hat, res.c_hat_mcse, res.log_z_levels,
-        res.log_z_rts_levels, res.ti_means, res.rbti_means, res.acceptance_rate, res.step_size,
-    )
-    return ChainResult(
-        chain=task.chain,
-        x=res.posterior_x[idx],
-        log_marginal_likelihood=res.log_marginal_likelihood,
-        log_z_variance=res.log_z_variance,
-        n_logp_evals=res.n_logp_evals,
-        log_weights=res.posterior_log_weights[-n:],
-        hit_max_steps=not res.init_converged,
-        # per-stage arrays on the ladder's levels 2..K (stage s is the step τ_s -> τ_{s+1})
-        stages={
-            "tau": res.ladder[1:],
-            "ess": res.ess[1:],
-            "acceptance_rate": res.acceptance_rate[1:],
-            "log_z_increment": np.diff(res.log_z_rts_levels),
-            "mcmc_steps": res.extras["level_visits"][1:].astype(np.float64),
-            "resampled": np.zeros(K - 1, dtype=bool),
-        },
-        stats={
-            "n_logp_evals_init": res.n_logp_evals_init,
-            "log_marginal_likelihood_ti": res.log_z_ti,
-            "log_marginal_likelihood_ti_mcse": float(np.sqrt(res.log_z_ti_variance)),
-            "log_marginal_likelihood_rbti": res.log_z_rbti,
-            "log_marginal_likelihood_rbti_mcse": float(np.sqrt(res.log_z_rbti_variance)),
-            "n_init_rounds": res.n_init_rounds,
-            "init_converged": bool(res.init_converged),
-            "init_deviation": (
-                float(res.init_deviation[-1]) if res.init_deviation.size else float("nan")
-            ),
-            "c_hat_deviation": float(np.max(np.abs(np.exp(res.log_prior) - res.c_hat))),
-            "posterior_ess": ess_from_log_weights(res.posterior_log_weights),
-        },
-        arrays={
-            **{key: (("level",), value) for key, value in zip(LEVEL_VARS, level, strict=True)},
-            "temperature_transitions": (("level", "level_to"), res.transitions),
-        },
-    )
-
-
-LEVEL_VARS = (
-    "ladder",
-    "level_prior",
-    "c_hat",
-    "c_hat_mcse",
-    "log_z_levels",
-    "log_z_rts_levels",
-    "ti_means",
-    "rbti_means",
-    "level_acceptance_rate",
-    "level_step_size",
-)
-"""Per-level results of each chain (``(chain, level)`` variables)."""
 
 
 def resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndarray | None, str]:
@@ -148,7 +51,9 @@ def resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndarr
         return interpolate_schedule(schedule_from_result(ladder), n_temperatures - 1), "from_result"
     if hasattr(ladder, "__array__") or isinstance(ladder, list | tuple):
         return validate_schedule(np.asarray(ladder, dtype=np.float64)), "array"
-    raise ValueError(f"ladder={ladder!r} is not understood; pass a name, an array or a previous result")
+    raise ValueError(
+        f"ladder={ladder!r} is not understood; pass a name, an array or a previous result"
+    )
 
 
 def constant_rate_ladder(setup: RunSetup, path, total: float, n_temperatures: int, attrs):
@@ -301,9 +206,15 @@ def sample_rts(
         K = ladder_arr.size
     n_sweeps = check_int(n_sweeps, "n_sweeps", 1, "e.g. n_sweeps=500")
     n_init_sweeps = check_int(n_init_sweeps, "n_init_sweeps", 1, "e.g. n_init_sweeps=50")
-    max_init_rounds = check_int(max_init_rounds, "max_init_rounds", 0, "or 0 to skip the initial loop")
+    max_init_rounds = check_int(
+        max_init_rounds, "max_init_rounds", 0, "or 0 to skip the initial loop"
+    )
     n_groups = check_int(n_groups, "n_groups", 2, "e.g. n_groups=20")
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (np.isfinite(tol) and tol > 0):
+    if (
+        isinstance(tol, bool)
+        or not isinstance(tol, numbers.Real)
+        or not (np.isfinite(tol) and tol > 0)
+    ):
         raise ValueError(f"tol must be a positive number, got {tol!r}; the paper uses 0.1")
     if warm_start not in WARM_STARTS:
         raise ValueError(f"warm_start must be 'ais' or None, got {warm_start!r}")
@@ -332,7 +243,12 @@ def sample_rts(
         mp_ctx=mp_ctx,
     )
     setup = prepare(options)
-    attrs = {"method": "rts", "path": make_path(alpha, 0.0).name, "alpha": float(alpha), **setup.attrs}
+    attrs = {
+        "method": "rts",
+        "path": make_path(alpha, 0.0).name,
+        "alpha": float(alpha),
+        **setup.attrs,
+    }
     need_rate = ladder_name == "constant_rate"
     c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=need_rate)
     path = make_path(alpha, c)
@@ -354,14 +270,29 @@ def sample_rts(
         }
     )
     rts_options = {
-        "n_sweeps": n_sweeps, "n_init_sweeps": n_init_sweeps, "max_init_rounds": max_init_rounds,
-        "tol": float(tol), "level_prior": level_prior, "warm_start": warm_start,
-        "n_mcmc_steps": int(n_mcmc_steps), "n_groups": n_groups, "restart_levels": restart_levels,
+        "n_sweeps": n_sweeps,
+        "n_init_sweeps": n_init_sweeps,
+        "max_init_rounds": max_init_rounds,
+        "tol": float(tol),
+        "level_prior": level_prior,
+        "warm_start": warm_start,
+        "n_mcmc_steps": int(n_mcmc_steps),
+        "n_groups": n_groups,
+        "restart_levels": restart_levels,
         "init_burn": float(init_burn),
     }
     tasks = [
-        RTSTask(i, setup.chain_rngs[i], setup.density, setup.draw, setup.draws, path,
-                ladder_arr, fresh_kernel(setup), rts_options)
+        RTSTask(
+            i,
+            setup.chain_rngs[i],
+            setup.density,
+            setup.draw,
+            setup.draws,
+            path,
+            ladder_arr,
+            fresh_kernel(setup),
+            rts_options,
+        )
         for i in range(setup.chains)
     ]
     t0 = time.perf_counter()

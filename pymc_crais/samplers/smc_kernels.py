@@ -61,7 +61,15 @@ class BatchedSMC(SMC_KERNEL):
         "n_mcmc_steps": (int, []),
     }
 
-    def __init__(self, *args, mutation="hmc", mutation_kwargs=None, correlation_threshold=0.01, max_mcmc_steps=20, **kwargs):
+    def __init__(
+        self,
+        *args,
+        mutation="hmc",
+        mutation_kwargs=None,
+        correlation_threshold=0.01,
+        max_mcmc_steps=20,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         import pymc as pm
 
@@ -75,10 +83,14 @@ class BatchedSMC(SMC_KERNEL):
             )
         ckw = dict(kwargs.get("compile_kwargs") or {})
         ckw.pop("on_unused_input", None)
-        self._density = compile_model_density(model, gradient=self._kernel.needs_gradient, compile_kwargs=ckw)
+        self._density = compile_model_density(
+            model, gradient=self._kernel.needs_gradient, compile_kwargs=ckw
+        )
         self._prior = prior_sampler(model, layout, ckw)
         if not 0.0 <= correlation_threshold < 1.0:
-            raise ValueError(f"correlation_threshold must be in [0, 1), got {correlation_threshold}")
+            raise ValueError(
+                f"correlation_threshold must be in [0, 1), got {correlation_threshold}"
+            )
         self.correlation_threshold = float(correlation_threshold)
         self.max_mcmc_steps = int(max_mcmc_steps)
         self._grads = None
@@ -104,7 +116,10 @@ class BatchedSMC(SMC_KERNEL):
         self._grads, self._info, self.acc_rate, self.n_mcmc = None, None, np.nan, 0
         if self.start:
             x = np.column_stack(
-                [np.asarray(self.start[v.name], dtype=np.float64).reshape(self.draws, -1) for v in self.variables]
+                [
+                    np.asarray(self.start[v.name], dtype=np.float64).reshape(self.draws, -1)
+                    for v in self.variables
+                ]
             )
         else:
             x = self._prior.draw(self.rng, self.draws)
@@ -127,7 +142,9 @@ class BatchedSMC(SMC_KERNEL):
         for k in range(self.max_mcmc_steps):
             if k > 0:
                 self._params = self._kernel.tune(self._params, state, self._info, None)
-            state, self._info = self._kernel.step(self.rng, state, self._density, path, float(self.beta), self._params)
+            state, self._info = self._kernel.step(
+                self.rng, state, self._density, path, float(self.beta), self._params
+            )
             acc.append(self._info.acceptance_rate)
             corr = mean_correlation(x_start, state.x)
             if prev_corr - corr < self.correlation_threshold or corr < 0.1:
@@ -190,8 +207,12 @@ class CRSMC(BatchedSMC):
         if is_auto(delta):  # the shared rate pilot (pymc_crais.samplers.tuning)
             probe = RateProbe(0.0)
             x0 = self._prior.draw(self.rng, min(self.draws, PILOT_DRAWS))
-            pilot = pilot_run(self.rng, self._density, x0, make_kernel(self._kernel.name), None, probe)
-            delta = rate_for_steps(probe.total_rate(pilot.log_marginal_likelihood, 0.0), self.n_stages)
+            pilot = pilot_run(
+                self.rng, self._density, x0, make_kernel(self._kernel.name), None, probe
+            )
+            delta = rate_for_steps(
+                probe.total_rate(pilot.log_marginal_likelihood, 0.0), self.n_stages
+            )
         self.delta = float(delta)
         self._rule = ConstantRateSchedule(self.delta, max_step=self.max_step)
 
@@ -199,7 +220,9 @@ class CRSMC(BatchedSMC):
         self.iteration += 1
         old_beta = self.beta
         state = self._state()
-        new_beta = self._rule.next_tau(self.iteration - 1, old_beta, state, np.zeros(self.draws), make_path(0.0))
+        new_beta = self._rule.next_tau(
+            self.iteration - 1, old_beta, state, np.zeros(self.draws), make_path(0.0)
+        )
         log_weights_un = (new_beta - old_beta) * self.likelihood_logp
         log_weights_un = np.where(np.isnan(log_weights_un), -np.inf, log_weights_un)
         total = logsumexp(log_weights_un)

@@ -1,0 +1,196 @@
+"""The package's layering, checked from the source (imports parsed with ``ast``).
+
+* the NumPy core imports nothing from PyMC, PyTensor, ArviZ or xarray, and nothing of the
+  package above it;
+* the results layer imports no sampler;
+* the shared sampler machinery (runner, options, pipeline, tuning, the annealing chain)
+  imports no public sampler module;
+* no module imports another module's private (underscore) names;
+* no module is longer than ``MAX_LINES`` (exceptions listed with their reason).
+
+docs/architecture.md describes the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pymc_crais"
+MAX_LINES = 400
+
+# module (relative to the package) -> why it may be longer; an entry that is no longer
+# needed fails the test, so this list stays true
+LONG_MODULE_EXCEPTIONS = {
+    "core/rts.py": "tempered sampling; being split into its phases (issue 12, core half)",
+    "core/kernels.py": "the four kernels; per-level parameters move into it (issue 12, core "
+    "half), after which it is split one kernel per module",
+}
+
+FORBIDDEN_IN_CORE = ("pymc", "pytensor", "arviz", "arviz_base", "arviz_stats", "xarray")
+CORE_MAY_IMPORT = ("pymc_crais.core", "pymc_crais.warnings")
+RESULTS_LAYER = ("results.py", "chain_result.py", "comparison.py", "plots.py")
+SAMPLER_MODULES = ("ais", "crais", "smc", "rts", "smc_kernels")
+SHARED_MACHINERY = (
+    "runner.py",
+    "options.py",
+    "pipeline.py",
+    "tuning.py",
+    "anneal_chain.py",
+    "rts_chain.py",
+)
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _module_name(path: Path) -> str:
+    parts = ["pymc_crais", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_of(path: Path) -> str:
+    name = _module_name(path)
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def _resolve(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module an ``ImportFrom`` reads from."""
+    if not node.level:
+        return node.module or ""
+    base = _package_of(path).split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _imports(path: Path, text: str | None = None) -> list[tuple[str, list[str], int]]:
+    """``(module, names, line)`` for every import of the file (function-level ones too)."""
+    out = []
+    text = path.read_text() if text is None else text
+    for node in ast.walk(ast.parse(text, filename=str(path))):
+        if isinstance(node, ast.Import):
+            out.extend((alias.name, [], node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = _resolve(path, node)
+            names = [a.name for a in node.names]
+            out.append((module, names, node.lineno))
+            # ``from . import x`` imports the module ``pkg.x``
+            out.extend((f"{module}.{n}", [], node.lineno) for n in names)
+    return out
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_the_walk_finds_the_package():
+    names = {_rel(p) for p in _modules()}
+    assert {"core/anneal.py", "results.py", "samplers/runner.py", "samplers/ais.py"} <= names
+
+
+def _core_violations(path: Path, text: str | None = None) -> list[str]:
+    bad = []
+    for module, _, line in _imports(path, text):
+        top = module.split(".")[0]
+        if top in FORBIDDEN_IN_CORE:
+            bad.append(f"line {line}: {module}")
+        elif top == "pymc_crais" and not module.startswith(CORE_MAY_IMPORT):
+            bad.append(f"line {line}: {module} (the core is the bottom layer)")
+    return bad
+
+
+@pytest.mark.parametrize("path", [p for p in _modules() if _rel(p).startswith("core/")], ids=_rel)
+def test_core_imports_no_modelling_library(path):
+    bad = _core_violations(path)
+    assert not bad, f"{_rel(path)} imports {bad}"
+
+
+@pytest.mark.parametrize("name", RESULTS_LAYER)
+def test_results_layer_imports_no_sampler(name):
+    bad = [
+        f"line {line}: {module}"
+        for module, _, line in _imports(PACKAGE / name)
+        if module.startswith("pymc_crais.samplers")
+    ]
+    assert not bad, f"{name} imports {bad}"
+
+
+@pytest.mark.parametrize("name", SHARED_MACHINERY)
+def test_shared_machinery_imports_no_sampler(name):
+    samplers = tuple(f"pymc_crais.samplers.{m}" for m in SAMPLER_MODULES)
+    bad = [
+        f"line {line}: {module}"
+        for module, _, line in _imports(PACKAGE / "samplers" / name)
+        if module in samplers
+    ]
+    assert not bad, f"samplers/{name} imports {bad}"
+
+
+def _private_violations(path: Path, text: str | None = None) -> list[str]:
+    text = path.read_text() if text is None else text
+    tree = ast.parse(text, filename=str(path))
+    bad = []
+    module_aliases = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _resolve(path, node)
+            if source == "__future__":
+                continue
+            for alias in node.names:
+                if _private(alias.name):
+                    bad.append(f"line {node.lineno}: from {source} import {alias.name}")
+                if source.startswith("pymc_crais"):
+                    module_aliases.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("pymc_crais"):
+                    module_aliases.add(alias.asname or alias.name.split(".")[0])
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in module_aliases
+            and _private(node.attr)
+        ):
+            bad.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return bad
+
+
+@pytest.mark.parametrize("path", _modules(), ids=_rel)
+def test_no_private_names_cross_modules(path):
+    bad = _private_violations(path)
+    assert not bad, f"{_rel(path)} reaches into private names: {bad}"
+
+
+def test_no_module_is_too_long():
+    lengths = {_rel(p): len(p.read_text().splitlines()) for p in _modules()}
+    too_long = {
+        k: n for k, n in lengths.items() if n > MAX_LINES and k not in LONG_MODULE_EXCEPTIONS
+    }
+    assert not too_long, f"modules over {MAX_LINES} lines (split them): {too_long}"
+    stale = [k for k in LONG_MODULE_EXCEPTIONS if lengths.get(k, 0) <= MAX_LINES]
+    assert not stale, f"remove {stale} from LONG_MODULE_EXCEPTIONS: they are short now"
+
+
+def test_checks_catch_violations():
+    """The checks themselves find what they are meant to find (the old shape of the
+    package: ``from . import sampling as _s`` then ``_s._setup``, a private import, a core
+    module importing PyMC or the samplers)."""
+    probe = PACKAGE / "samplers" / "probe.py"
+    src = "from . import sampling as _s\nfrom .compile import _compile\nx = _s._setup\n"
+    assert _private_violations(probe, src) == [
+        "line 2: from pymc_crais.samplers.compile import _compile",
+        "line 3: _s._setup",
+    ]
+    assert _private_violations(probe, "from __future__ import annotations\nx = a._b\n") == []
+    core = PACKAGE / "core" / "probe.py"
+    src = "import numpy\nimport pytensor.tensor as pt\nfrom ..samplers import ais\n"
+    src += "from ..warnings import MaxStepsWarning\nfrom .paths import make_path\n"
+    assert [v.split(":")[0] for v in _core_violations(core, src)] == ["line 2", "line 3", "line 3"]
