@@ -238,3 +238,21 @@ def test_log_likelihood_group_on_request(regression):
     res = pmc.sample_ais(model=regression.model, random_seed=1, idata_kwargs={"log_likelihood": True}, **FAST)
     assert "log_likelihood" in res.children
     assert res.log_likelihood["y"].shape == (2, 200, 50)
+
+
+@pytest.mark.parametrize(
+    ("obj", "argument"),
+    [
+        (pmc.sample_ais, "kernel"),
+        (pmc.sample_smc, "kernel"),
+        (pmc.sample_rts, "kernel"),
+        (pmc.BatchedSMC, "mutation"),
+    ],
+)
+def test_docstrings_list_every_kernel(obj, argument):
+    """Every kernel name ``make_kernel`` accepts is listed where the argument is documented."""
+    from pymc_crais.core.kernels import KERNELS
+
+    line = next(ln for ln in obj.__doc__.splitlines() if ln.strip().startswith(f"{argument} :"))
+    missing = [name for name in KERNELS if f'"{name}"' not in line]
+    assert not missing, f"{obj.__name__}'s docstring omits kernels {missing}: {line.strip()}"

@@ -140,7 +140,7 @@ def sample_rts(
         interpolated to ``K`` levels.
     alpha : float, default 0.0
         Power-mean exponent of the path (0: geometric).
-    kernel : {"hmc", "mala", "rwmh", "imh"} or MutationKernel, default "hmc"
+    kernel : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
         ``θ | k`` kernel; HMC/MALA get per-level step sizes and masses, random-walk Metropolis
         per-level scales, IMH one proposal for all levels.
     chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, kernel_kwargs, backend, mp_ctx

@@ -40,7 +40,7 @@ class BatchedSMC(SMC_KERNEL):
 
     Parameters
     ----------
-    mutation : {"hmc", "rwmh", "imh", "mala"}, default "hmc"
+    mutation : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
         Batched kernel moving the particles.
     mutation_kwargs : dict, optional
         Options of that kernel (e.g. ``n_leapfrog``).
