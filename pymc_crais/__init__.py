@@ -10,8 +10,8 @@ sample_rts
     Rao-Blackwellized tempered sampling (RTS), with thermodynamic integration from its draws.
 sample_smc
     Tempered SMC (ESS, CESS, constant-rate = CR-SMC, fixed) with pm.sample_smc's signature.
-CRSMC, BatchedSMC
-    Drop-in kernels for ``pm.sample_smc(kernel=...)``.
+CRAIS, CRSMC, BatchedSMC
+    Drop-in kernels for ``pm.sample_smc(kernel=...)`` (CR-AIS, CR-SMC, ESS tempering).
 log_marginal_likelihood
     Combine the chains of a result into ``(log Z, mcse)``.
 compare, bayes_factor
@@ -34,11 +34,12 @@ from .samplers.crais import sample_crais
 from .samplers.rts import sample_rts
 from .samplers.runner import ChainFailedError
 from .samplers.smc import sample_smc
-from .samplers.smc_kernels import CRSMC, BatchedSMC
+from .samplers.smc_kernels import CRAIS, CRSMC, BatchedSMC
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CRAIS",
     "CRSMC",
     "BatchedSMC",
     "ChainDisagreementWarning",

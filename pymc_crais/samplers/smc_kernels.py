@@ -9,11 +9,12 @@ multiprocessing, but
   ``initval``s, which would otherwise place every particle on the same point and make
   ``log Z`` wrong),
 * evaluate prior and likelihood (and gradients) of the whole population in one call,
-* mutate with a batched pymc_crais kernel (``"hmc"`` default, ``"rwmh"``, ``"imh"``,
-  ``"mala"``), moving until the correlation with the stage's start stops falling.
+* mutate with a batched pymc_crais kernel (``"hmc"`` default, ``"mala"``, ``"rwmh"``/``"mh"``,
+  ``"imh"``), moving until the correlation with the stage's start stops falling.
 
 :class:`BatchedSMC` keeps PyMC's ESS-based tempering (``threshold``); :class:`CRSMC` picks
-each next β with the constant-rate rule (CR-SMC).
+each next β with the constant-rate rule (CR-SMC); :class:`CRAIS` tunes a constant-rate
+schedule first and then anneals without resampling (CR-AIS), its weights accumulating.
 """
 
 from __future__ import annotations
@@ -22,17 +23,23 @@ import numpy as np
 from pymc.smc.kernels import SMC_KERNEL
 
 from ..core.adaptive import ConstantRateSchedule
-from ..core.anneal import mean_correlation
+from ..core.anneal import ParamsByTau, mean_correlation
 from ..core.kernels import make_kernel
 from ..core.particles import ParticleState
 from ..core.paths import make_path
-from ..core.weights import logsumexp
+from ..core.schedules import interpolate_schedule
+from ..core.weights import (
+    clean_log_weights,
+    log_z_relative_variance,
+    logsumexp,
+    normalized_weights,
+)
 from .compile import compile_model_density, parameter_layout
-from .options import check_rate, is_auto
+from .options import check_int, check_rate, is_auto
 from .prior import prior_sampler
-from .tuning import PILOT_DRAWS, RateProbe, pilot_run, rate_for_steps
+from .tuning import PILOT_DRAWS, RateProbe, constant_rate_run, pilot_run, rate_for_steps
 
-__all__ = ["BatchedSMC", "CRSMC"]
+__all__ = ["CRAIS", "CRSMC", "BatchedSMC"]
 
 
 class BatchedSMC(SMC_KERNEL):
@@ -74,6 +81,7 @@ class BatchedSMC(SMC_KERNEL):
         import pymc as pm
 
         model = pm.modelcontext(kwargs.get("model"))
+        self._mutation = (mutation, dict(mutation_kwargs or {}))
         self._kernel = make_kernel(mutation, **dict(mutation_kwargs or {}))
         layout = parameter_layout(model)
         if self._kernel.needs_gradient and layout.has_discrete:
@@ -98,6 +106,18 @@ class BatchedSMC(SMC_KERNEL):
         self._info = None
         self.acc_rate = np.nan
         self.n_mcmc = 0
+
+    def _new_kernel(self):
+        mutation, kw = self._mutation
+        return make_kernel(mutation, **kw) if isinstance(mutation, str) else self._kernel
+
+    def _pilot_rate(self, n_steps: int) -> float:
+        """The rate ``δ`` for about ``n_steps`` constant-rate steps, from the shared rate
+        pilot (:mod:`pymc_crais.samplers.tuning`) on fresh prior draws."""
+        probe = RateProbe(0.0)
+        x0 = self._prior.draw(self.rng, min(self.draws, PILOT_DRAWS))
+        pilot = pilot_run(self.rng, self._density, x0, self._new_kernel(), None, probe)
+        return rate_for_steps(probe.total_rate(pilot.log_marginal_likelihood, 0.0), n_steps)
 
     # --- population -------------------------------------------------------------------
     def _state(self) -> ParticleState:
@@ -204,16 +224,7 @@ class CRSMC(BatchedSMC):
 
     def setup_kernel(self):
         delta = self.delta_setting
-        if is_auto(delta):  # the shared rate pilot (pymc_crais.samplers.tuning)
-            probe = RateProbe(0.0)
-            x0 = self._prior.draw(self.rng, min(self.draws, PILOT_DRAWS))
-            pilot = pilot_run(
-                self.rng, self._density, x0, make_kernel(self._kernel.name), None, probe
-            )
-            delta = rate_for_steps(
-                probe.total_rate(pilot.log_marginal_likelihood, 0.0), self.n_stages
-            )
-        self.delta = float(delta)
+        self.delta = self._pilot_rate(self.n_stages) if is_auto(delta) else float(delta)
         self._rule = ConstantRateSchedule(self.delta, max_step=self.max_step)
 
     def update_beta_and_weights(self):
@@ -233,3 +244,144 @@ class CRSMC(BatchedSMC):
 
     def sample_settings(self):
         return {**super().sample_settings(), "delta": self.delta, "max_step": self.max_step}
+
+
+class CRAIS(BatchedSMC):
+    """CR-AIS (Goshtasbpour et al. 2023) for ``pm.sample_smc``: tune, then anneal unresampled.
+
+    At the start of each chain, as :func:`pymc_crais.sample_crais` with ``alpha=0``: a pilot
+    fixes the rate (``delta="auto"``), a constant-rate tuning run with ``draws`` fresh
+    particles gives the schedule (:mod:`pymc_crais.samplers.tuning`), interpolated to
+    ``n_steps`` steps. PyMC's driver then anneals its own prior particles on that fixed
+    schedule. No particle is resampled before β = 1: the weights accumulate as in AIS, so
+    ``log_marginal_likelihood`` is the AIS estimate (unbiased for ``Z``) and
+    ``log_marginal_likelihood_mcse`` its within-chain error; at β = 1 the weighted particles
+    are resampled once into equal-weight posterior draws. Kernels replay the tuning run's
+    parameters (``replay_kernel=True``), fixed before the final particles exist.
+
+    Parameters
+    ----------
+    delta : float or "auto", default "auto"
+        The rate of the tuning run; ``"auto"``: from the pilot, so that the tuning run has
+        about ``n_tune_steps`` steps (re-scaled up to 3 times, as in ``sample_crais``).
+    n_steps : int, default 200
+        Steps of the annealing run (the tuned schedule interpolated).
+    n_tune_steps : int, optional
+        Target length of the tuning run (default ``max(32, n_steps // 4)``).
+    n_mcmc_steps : int, default 1
+        Kernel transitions per step.
+    max_step : float, default 0.125
+        Largest step in β of the tuning run.
+    replay_kernel : bool, default True
+        Re-use the tuning run's kernel parameters (looked up by β) instead of tuning on the
+        annealed particles.
+    **kwargs
+        As :class:`BatchedSMC` (``mutation``, ``mutation_kwargs``; ``threshold``,
+        ``correlation_threshold`` and ``max_mcmc_steps`` are not used).
+    """
+
+    stats_dtypes_shapes: dict = {  # noqa: RUF012 (PyMC's class attribute)
+        **BatchedSMC.stats_dtypes_shapes,
+        "log_marginal_likelihood_mcse": (float, []),
+    }
+
+    def __init__(
+        self,
+        *args,
+        delta="auto",
+        n_steps=200,
+        n_tune_steps=None,
+        n_mcmc_steps=1,
+        max_step=0.125,
+        replay_kernel=True,
+        **kwargs,
+    ):
+        super().__init__(*args, **kwargs)
+        self.delta_setting = check_rate(delta)
+        self.n_steps = check_int(n_steps, "n_steps", 1, "e.g. n_steps=200")
+        if n_tune_steps is None:
+            n_tune_steps = max(32, self.n_steps // 4)
+        self.n_tune_steps = check_int(n_tune_steps, "n_tune_steps", 2, "e.g. n_tune_steps=64")
+        self.n_mcmc_steps = check_int(n_mcmc_steps, "n_mcmc_steps", 1, "e.g. n_mcmc_steps=1")
+        self.max_step = float(max_step)
+        self.replay_kernel = bool(replay_kernel)
+        self.schedule = None
+        self._replay = None
+        self._log_w = None
+        self._log_z_variance = np.nan
+
+    def setup_kernel(self):
+        auto = is_auto(self.delta_setting)
+        delta = self._pilot_rate(self.n_tune_steps) if auto else self.delta_setting
+        tuning = constant_rate_run(
+            self.rng,
+            self._density,
+            self._prior.draw,
+            self._new_kernel,
+            make_path(0.0),
+            delta,
+            draws=self.draws,
+            max_steps=4 * self.n_tune_steps if auto else 10_000,
+            n_target=self.n_tune_steps if auto else None,
+            max_step=self.max_step,
+            n_mcmc_steps=self.n_mcmc_steps,
+        )
+        self.delta = tuning.delta
+        self.n_logp_evals_tune = tuning.n_logp_evals
+        self.schedule = interpolate_schedule(tuning.schedule, self.n_steps)
+        res = tuning.result
+        self._replay = (
+            ParamsByTau(res.stages["tau"], res.kernel_params) if self.replay_kernel else None
+        )
+        self._log_w = np.zeros(self.draws)
+        self._log_z_variance = np.nan
+
+    def update_beta_and_weights(self):
+        self.iteration += 1
+        old_beta, new_beta = self.beta, float(self.schedule[self.iteration])
+        incr = make_path(0.0).log_increment(old_beta, new_beta, self.likelihood_logp)
+        log_w_norm = self._log_w - logsumexp(self._log_w)
+        self.log_marginal_likelihood += logsumexp(log_w_norm + incr)
+        self._log_w = clean_log_weights(self._log_w + incr)
+        self.beta = new_beta
+        self.weights = normalized_weights(self._log_w)
+        if new_beta >= 1.0:
+            self._log_z_variance = log_z_relative_variance(self._log_w)
+
+    def resample(self):
+        if self.beta >= 1.0:  # once, into equal-weight posterior draws
+            super().resample()
+
+    def tune(self):
+        if self._replay is None:
+            super().tune()
+        else:
+            self._params = self._replay(self.beta)
+
+    def mutate(self):
+        state, acc = self._state(), []
+        for _ in range(self.n_mcmc_steps):
+            state, self._info = self._kernel.step(
+                self.rng, state, self._density, make_path(0.0), float(self.beta), self._params
+            )
+            acc.append(self._info.acceptance_rate)
+        self._store(state)
+        self.acc_rate = float(np.mean(acc))
+        self.n_mcmc = len(acc)
+
+    def sample_stats(self):
+        final = self.beta >= 1.0
+        return {
+            **super().sample_stats(),
+            "log_marginal_likelihood_mcse": np.sqrt(self._log_z_variance) if final else np.nan,
+        }
+
+    def sample_settings(self):
+        return {
+            **super().sample_settings(),
+            "delta": self.delta,
+            "n_steps": self.n_steps,
+            "n_tune_steps": self.n_tune_steps,
+            "n_logp_evals_tune": self.n_logp_evals_tune,
+            "replay_kernel": self.replay_kernel,
+        }

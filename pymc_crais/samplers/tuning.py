@@ -32,6 +32,7 @@ __all__ = [
     "PILOT_DRAWS",
     "RateProbe",
     "RateTuning",
+    "constant_rate_run",
     "constant_rate_tuning",
     "pilot_run",
     "rate_for_steps",
@@ -186,8 +187,26 @@ class RateTuning:
         return np.concatenate([[0.0], self.result.stages["tau"]])
 
 
-def constant_rate_tuning(
-    setup: RunSetup,
+def constant_rate_tuning(setup: RunSetup, path, delta: float, **options) -> RateTuning:
+    """:func:`constant_rate_run` with the run's generator for run-level work, ``q0``,
+    kernel and progress setting."""
+    return constant_rate_run(
+        setup.aux_rng,
+        setup.density,
+        setup.draw,
+        lambda: fresh_kernel(setup),
+        path,
+        delta,
+        progressbar=setup.options.progressbar,
+        **options,
+    )
+
+
+def constant_rate_run(
+    rng,
+    density,
+    draw,
+    new_kernel,
     path,
     delta: float,
     *,
@@ -200,9 +219,11 @@ def constant_rate_tuning(
     v_min: float = 1e-3,
     n_mcmc_steps: int = 1,
     warn_at_cap: bool = True,
+    progressbar: bool = False,
     label: str = "tuning",
 ) -> RateTuning:
-    """Anneal ``draws`` fresh particles with the constant-rate rule at rate ``delta``.
+    """Anneal ``draws`` fresh particles (``draw(rng, n)``, kernel ``new_kernel()``) with the
+    constant-rate rule at rate ``delta``.
 
     With ``n_target`` (``delta="auto"``), the run's length is checked against it and ``δ``
     rescaled (steps are about proportional to ``1/δ``), at most 3 times: the run is accepted
@@ -210,8 +231,7 @@ def constant_rate_tuning(
     ``max_step`` clips most of them. A :class:`~pymc_crais.warnings.MaxStepsWarning` of an
     attempt that is retried is not shown; ``warn_at_cap=False`` silences it always.
     """
-    progressbar = setup.options.progressbar
-    before = setup.density.n_evals
+    before = density.n_evals
     n_attempts = 0
     for attempt in range(4 if n_target is not None else 1):
         n_attempts += 1
@@ -224,12 +244,12 @@ def constant_rate_tuning(
                 warnings.simplefilter("ignore", MaxStepsWarning)
             with ChainProgress(progressbar, 1, label, final_line=False) as bar:
                 res = anneal(
-                    setup.aux_rng,
-                    setup.density,
-                    setup.draw(setup.aux_rng, draws),
+                    rng,
+                    density,
+                    draw(rng, draws),
                     path,
                     schedule,
-                    fresh_kernel(setup),
+                    new_kernel(),
                     n_mcmc_steps=n_mcmc_steps,
                     max_steps=max_steps,
                     callback=stage_callback(0),
@@ -252,4 +272,4 @@ def constant_rate_tuning(
         ):
             break  # on target, or too short only because max_step clips most steps
         delta *= 4.0 if res.hit_max_steps else m / n_target
-    return RateTuning(res, used, n_attempts, setup.density.n_evals - before)
+    return RateTuning(res, used, n_attempts, density.n_evals - before)
