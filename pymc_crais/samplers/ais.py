@@ -12,6 +12,7 @@ import time
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
 from .anneal_chain import run_anneal_chains
+from .crais import sample_crais
 from .options import RunOptions, check_int, resolve_schedule
 from .pipeline import finish, prepare
 from .runner import single_threaded_blas
@@ -142,8 +143,6 @@ def sample_ais(
     >>> value, mcse = pmc.log_marginal_likelihood(idata)
     """
     if isinstance(schedule, str) and schedule.lower() == "constant_rate":
-        from .crais import sample_crais
-
         return sample_crais(
             draws=draws,
             alpha=alpha,
@@ -175,24 +174,7 @@ def sample_ais(
     make_path(alpha, 0.0)  # validates alpha before any compilation
     sched = resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
-    options = RunOptions(
-        model=model,
-        draws=draws,
-        chains=chains,
-        cores=cores,
-        kernel=kernel,
-        kernel_kwargs=kernel_kwargs,
-        init=init,
-        init_kwargs=init_kwargs,
-        random_seed=random_seed,
-        backend=backend,
-        compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs,
-        n_mcmc_steps=n_mcmc_steps,
-        progressbar=progressbar,
-        return_inferencedata=return_inferencedata,
-        mp_ctx=mp_ctx,
-    )
+    options = RunOptions.from_arguments(locals())
     setup = prepare(options)
     attrs = {
         "method": "ais",

@@ -125,24 +125,7 @@ def sample_crais(
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
     rule = {"variance": variance, "min_step": min_step, "max_step": max_step, "v_min": v_min}
     ConstantRateSchedule(1.0, **rule)  # validates the rule's options before compiling
-    options = RunOptions(
-        model=model,
-        draws=draws,
-        chains=chains,
-        cores=cores,
-        kernel=kernel,
-        kernel_kwargs=kernel_kwargs,
-        init=init,
-        init_kwargs=init_kwargs,
-        random_seed=random_seed,
-        backend=backend,
-        compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs,
-        n_mcmc_steps=n_mcmc_steps,
-        progressbar=progressbar,
-        return_inferencedata=return_inferencedata,
-        mp_ctx=mp_ctx,
-    )
+    options = RunOptions.from_arguments(locals())
     setup = prepare(options)
     if tune_draws is None:
         tune_draws = setup.draws

@@ -10,7 +10,8 @@ The checks of method-specific arguments that several samplers share (integers, t
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -54,6 +55,13 @@ class RunOptions:
     progressbar: bool = True
     return_inferencedata: bool = True
     mp_ctx: object = None
+
+    @classmethod
+    def from_arguments(cls, arguments: Mapping, **overrides) -> RunOptions:
+        """The options among a sampler's ``arguments`` (its ``locals()``: the names are
+        those of the sampler's parameters), then ``overrides``."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in arguments.items() if k in names}, **overrides})
 
 
 def check_int(value, name: str, minimum: int, fix: str) -> int:

@@ -51,6 +51,8 @@ class RunSetup:
         The resolved compile options.
     attrs : dict
         Settings for the output (draws, kernel, ``init``...).
+    n_evals_setup : int
+        Model evaluations spent building ``q0`` (the Laplace fit).
     """
 
     options: RunOptions

@@ -224,24 +224,7 @@ def sample_rts(
         lp = np.asarray(level_prior, dtype=np.float64)
         if lp.shape != (K,) or not np.all(np.isfinite(lp)) or np.any(lp <= 0):
             raise ValueError(f"level_prior must hold {K} positive numbers (one per temperature)")
-    options = RunOptions(
-        model=model,
-        draws=draws,
-        chains=chains,
-        cores=cores,
-        kernel=kernel,
-        kernel_kwargs=kernel_kwargs,
-        init=init,
-        init_kwargs=init_kwargs,
-        random_seed=random_seed,
-        backend=backend,
-        compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs,
-        n_mcmc_steps=n_mcmc_steps,
-        progressbar=progressbar,
-        return_inferencedata=return_inferencedata,
-        mp_ctx=mp_ctx,
-    )
+    options = RunOptions.from_arguments(locals())
     setup = prepare(options)
     attrs = {
         "method": "rts",

@@ -133,23 +133,10 @@ def sample_smc(
         check_int(n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
 
-    options = RunOptions(
-        model=model,
-        draws=draws,
-        chains=chains,
-        cores=cores,
-        kernel=kernel,
+    options = RunOptions.from_arguments(
+        locals(),
         kernel_kwargs=own_kernel_kwargs,
-        init=init,
-        init_kwargs=init_kwargs,
-        random_seed=random_seed,
-        backend=backend,
-        compile_kwargs=compile_kwargs,
-        idata_kwargs=idata_kwargs,
         n_mcmc_steps=n_mcmc_steps if n_mcmc_steps != "auto" else 0,
-        progressbar=progressbar,
-        return_inferencedata=return_inferencedata,
-        mp_ctx=mp_ctx,
     )
     setup = prepare(options)
     attrs = {
