@@ -127,10 +127,13 @@ def test_ladder_from_previous_result_and_array(normal_case):
 
 
 def test_initial_loop_cap_warns_once(normal_case):
-    with pytest.warns(RuntimeWarning, match=r"chain\(s\) \[0, 1\] hit max_init_rounds=1"):
+    from pymc_crais.warnings import RTSInitialLoopWarning
+
+    with pytest.warns(RTSInitialLoopWarning, match=r"chain\(s\) \[0, 1\] hit max_init_rounds=1") as rec:
         res = pmc.sample_rts(draws=30, n_temperatures=8, n_sweeps=5, n_init_sweeps=4, max_init_rounds=1,
                              tol=1e-6, ladder="linear", random_seed=0, model=normal_case.model,
                              return_inferencedata=False, **QUICK)
+    assert sum(issubclass(w.category, RTSInitialLoopWarning) for w in rec) == 1  # one for all chains
     assert all(cs["hit_max_steps"] for cs in res.chain_stats)
 
 
