@@ -7,9 +7,17 @@ Each kernel keeps three things apart (BlackJAX style):
 * ``step(rng, state, density, path, tau, params)`` -> ``(new_state, KernelInfo)``, one
   transition that leaves ``γ_τ`` invariant for *fixed* parameters.
 
+Tempered sampling moves particles that sit at different levels of a ladder in one call, so
+a kernel also owns its parameters *per level* (:class:`LevelParams`) through four hooks:
+``level_params`` (the same parameters at every level), ``stack_level_params`` (one set per
+level, e.g. from an AIS pass over the ladder), ``select_level_params`` (the parameter object
+for particles at given levels, per-particle arrays where the kernel allows them) and
+``adapt_level_params`` (the per-level step-size update after a sweep). A kernel without
+them cannot be used by RTS (:class:`NotImplementedError` names the hooks).
+
 Parameters are adapted only between transitions, from the population, so every transition
 is an exact Metropolis-Hastings move for the current ``γ_τ`` *given* its parameters
-(ALGORITHMS.md §7). The parameters that move a particle never depend on that particle's own
+(docs/algorithms.md, "Kernels"). The parameters that move a particle never depend on that particle's own
 current position: ``tune`` gives every particle its own leave-one-out moments (diagonal
 kernels) or the moments of the other half of the population (covariance kernels). A kernel
 tuned with the moving particle included is not invariant for ``γ_τ`` (its proposal depends
@@ -36,8 +44,10 @@ __all__ = [
     "IndependentMetropolis",
     "KERNELS",
     "KernelInfo",
+    "LevelParams",
     "MutationKernel",
     "RandomWalkMetropolis",
+    "floor_variance",
     "make_kernel",
     "particle_covariance",
     "particle_variance",
@@ -70,15 +80,20 @@ def _moments_weights(log_weights: np.ndarray | None) -> np.ndarray | None:
         return None
 
 
+def floor_variance(var: np.ndarray) -> np.ndarray:
+    """Variances floored at ``1e-10`` times their mean (and above 0)."""
+    scale = max(float(np.mean(var)), 1e-12)
+    return np.maximum(var, 1e-10 * scale + 1e-300)
+
+
 def particle_variance(x: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Per-coordinate (weighted) variance of the particles, floored at ``1e-12``."""
+    """Per-coordinate (weighted) variance of the particles, floored by :func:`floor_variance`."""
     if weights is None:
         var = x.var(axis=0)
     else:
         mean = weights @ x
         var = weights @ (x - mean) ** 2
-    scale = max(float(np.mean(var)), 1e-12)
-    return np.maximum(var, 1e-10 * scale + 1e-300)
+    return floor_variance(var)
 
 
 def particle_variance_loo(x: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -177,6 +192,57 @@ def _accept(rng: np.random.Generator, log_ratio: np.ndarray) -> tuple[np.ndarray
     return accept, float(prob.mean())
 
 
+@dataclass
+class LevelParams:
+    """A kernel's parameters per level of a ladder, built and read by the kernel's hooks.
+
+    Attributes
+    ----------
+    base : object
+        A parameter object of the kernel: the template :meth:`MutationKernel.select_level_params`
+        fills with per-particle values.
+    n_levels : int
+        ``K``.
+    log_step : numpy.ndarray, shape (K,), or None
+        Log step size (HMC, MALA) or proposal scale (random-walk Metropolis) per level,
+        updated in place by :meth:`MutationKernel.adapt_level_params`; ``None`` when the
+        kernel has no per-level step (the same parameters at every level).
+    inv_mass : numpy.ndarray, shape (K, d), or None
+        Per-level diagonal inverse mass, which tempered sampling re-estimates from
+        ``q(k | θ)``-weighted moments; ``None`` when the kernel has none.
+    """
+
+    base: object
+    n_levels: int
+    log_step: np.ndarray | None = None
+    inv_mass: np.ndarray | None = None
+
+    def step_sizes(self) -> np.ndarray:
+        """Step size (or scale) per level; NaN when the kernel has no per-level step."""
+        if self.log_step is None:
+            return np.full(self.n_levels, np.nan)
+        return np.exp(self.log_step)
+
+
+def _missing_level_hook(kernel, hook: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"kernel {type(kernel).__name__} does not implement {hook}(), so it has no per-level "
+        "parameters for tempered sampling (RTS). Implement level_params, stack_level_params, "
+        "select_level_params and adapt_level_params on the kernel (see "
+        "pymc_crais.core.kernels.IndependentMetropolis for kernels whose parameters are the "
+        "same at every level), or use one of 'hmc', 'mala', 'rwmh', 'imh'."
+    )
+
+
+def _adapt_log_steps(lp: LevelParams, levels, moved, target: float, gain: float, lo: float, hi: float):
+    """``log_step[k] += gain · (acceptance at level k − target)`` for the visited levels, clipped."""
+    n = np.bincount(levels, minlength=lp.n_levels)
+    acc = np.bincount(levels, weights=moved.astype(float), minlength=lp.n_levels)
+    seen = n > 0
+    lp.log_step[seen] += gain * (acc[seen] / n[seen] - target)
+    np.clip(lp.log_step, lo, hi, out=lp.log_step)
+
+
 class MutationKernel(ABC):
     """Interface of a batched mutation kernel (see the module docstring)."""
 
@@ -210,6 +276,56 @@ class MutationKernel(ABC):
     def population_params(self, params):
         """``params`` without their per-particle parts (what another run may replay)."""
         return params
+
+    # --- per-level parameters (tempered sampling) -------------------------------------
+    def level_params(self, params, n_levels: int) -> LevelParams:
+        """``params`` at every one of ``n_levels`` levels."""
+        raise _missing_level_hook(self, "level_params")
+
+    def stack_level_params(self, params_per_level: list) -> LevelParams:
+        """One parameter set per level (e.g. the stages of an AIS pass over the ladder)."""
+        raise _missing_level_hook(self, "stack_level_params")
+
+    def select_level_params(self, level_params: LevelParams, levels: np.ndarray):
+        """A parameter object for :meth:`step` moving particles at ``levels`` (shape ``(N,)``)."""
+        raise _missing_level_hook(self, "select_level_params")
+
+    def adapt_level_params(self, level_params: LevelParams, levels, moved, gain: float) -> None:
+        """Update ``level_params`` in place after a sweep in which the particles at ``levels``
+        moved (``moved``, bool ``(N,)``); ``gain`` scales the update."""
+        raise _missing_level_hook(self, "adapt_level_params")
+
+
+class _StepMassLevels:
+    """Per-level step size and diagonal inverse mass (:class:`HMCParams`: HMC and MALA)."""
+
+    target_accept: float
+
+    def level_params(self, params, n_levels):
+        return LevelParams(
+            params,
+            n_levels,
+            np.full(n_levels, np.log(float(params.step_size))),
+            np.tile(np.asarray(params.inv_mass, dtype=np.float64), (n_levels, 1)),
+        )
+
+    def stack_level_params(self, params_per_level):
+        return LevelParams(
+            params_per_level[0],
+            len(params_per_level),
+            np.log([float(p.step_size) for p in params_per_level]),
+            np.stack([np.asarray(p.inv_mass, dtype=np.float64) for p in params_per_level]),
+        )
+
+    def select_level_params(self, level_params, levels):
+        return replace(
+            level_params.base,
+            step_size=np.exp(level_params.log_step)[levels][:, None],
+            inv_mass=level_params.inv_mass[levels],
+        )
+
+    def adapt_level_params(self, level_params, levels, moved, gain):
+        _adapt_log_steps(level_params, levels, moved, self.target_accept, gain, np.log(1e-6), np.log(10.0))
 
 
 @dataclass(frozen=True)
@@ -267,6 +383,24 @@ class RandomWalkMetropolis(MutationKernel):
     def population_params(self, params: RWMHParams) -> RWMHParams:
         return params if params.split_chol is None else replace(params, split_chol=None)
 
+    def level_params(self, params: RWMHParams, n_levels: int) -> LevelParams:
+        return LevelParams(params, n_levels, np.full(n_levels, np.log(float(params.scale))))
+
+    def stack_level_params(self, params_per_level: list) -> LevelParams:
+        # one covariance factor for all levels (the τ = 1 one); the scales of the other
+        # levels are rescaled by the ratio of the factors' average standard deviations
+        last = params_per_level[-1]
+        ref = np.sqrt(np.mean(np.sum(last.chol**2, axis=1)))
+        sd = np.array([np.sqrt(np.mean(np.sum(p.chol**2, axis=1))) for p in params_per_level])
+        log_scale = np.log([float(p.scale) for p in params_per_level]) + np.log(sd / ref)
+        return LevelParams(last, len(params_per_level), log_scale)
+
+    def select_level_params(self, level_params: LevelParams, levels) -> RWMHParams:
+        return replace(level_params.base, scale=np.exp(level_params.log_step)[levels][:, None])
+
+    def adapt_level_params(self, level_params, levels, moved, gain) -> None:
+        _adapt_log_steps(level_params, levels, moved, self.target_accept, gain, np.log(1e-5), np.log(1e3))
+
     def step(self, rng, state, density, path, tau, params: RWMHParams):
         z = rng.standard_normal(state.x.shape)
         if params.split_chol is not None and state.n >= 4:
@@ -302,7 +436,7 @@ class HMCParams:
         return self.inv_mass if pm is None or pm.shape[0] != n else pm
 
 
-class HMC(MutationKernel):
+class HMC(_StepMassLevels, MutationKernel):
     """Hamiltonian Monte Carlo with ``n_leapfrog`` leapfrog steps, batched over particles.
 
     The diagonal mass matrix is the inverse of the population's per-coordinate variance;
@@ -436,6 +570,19 @@ class IndependentMetropolis(MutationKernel):
     def tune(self, params, state, info, log_weights=None):
         return self._fit(state, log_weights)
 
+    # the proposal is fitted to the whole population: the same at every level, not adapted
+    def level_params(self, params, n_levels):
+        return LevelParams(params, n_levels)
+
+    def stack_level_params(self, params_per_level):
+        return LevelParams(params_per_level[0], len(params_per_level))
+
+    def select_level_params(self, level_params, levels):
+        return level_params.base
+
+    def adapt_level_params(self, level_params, levels, moved, gain):
+        pass
+
     def step(self, rng, state, density, path, tau, params: IMHParams):
         x_new = params.mean + rng.standard_normal(state.x.shape) @ params.chol.T
         proposal = ParticleState.evaluate(density, x_new, gradient=False)
@@ -450,7 +597,7 @@ class IndependentMetropolis(MutationKernel):
         return {"kernel": self.name, "scale": self.scale}
 
 
-class MALA(MutationKernel):
+class MALA(_StepMassLevels, MutationKernel):
     """Metropolis-adjusted Langevin with a diagonal preconditioner (the particle variances).
 
     Proposal ``x' = x + ½ε² M⁻¹∇log γ(x) + ε M^{-1/2} z``; the step size is adapted stage to

@@ -1,4 +1,4 @@
-"""RTS and thermodynamic integration in the NumPy core (ALGORITHMS.md §8).
+"""RTS and thermodynamic integration in the NumPy core (docs/algorithms.md, RTS section).
 
 The end-to-end cases use a mean-shift Gaussian: ``q0 = N(0, I)``, ``Δ(x) = b·x + C``, so that
 ``γ_τ = N(τ b, I)``, ``log Z_τ = τ C + τ² |b|² / 2`` and ``E_τ[Δ] = C + τ |b|²`` is linear in
@@ -18,7 +18,6 @@ from pymc_crais.core.particles import ParticleState
 from pymc_crais.core.paths import make_path
 from pymc_crais.core.rts import (
     ArrayTauPath,
-    LevelParams,
     ladder_log_ratio,
     rts,
     rts_update,
@@ -167,10 +166,10 @@ def test_batched_kernel_at_per_particle_temperatures_is_invariant(kernel, rng):
     x = mean + rng.standard_normal((n, D))
     k = make_kernel(kernel)
     state = ParticleState.evaluate(density, x, gradient=k.needs_gradient)
-    params = LevelParams.from_params(k.init(state), ladder.size)
+    params = k.level_params(k.init(state), ladder.size)
     params.log_step += np.log([1.5, 0.7, 1.0, 0.4])  # deliberately different per level
     path = ArrayTauPath(make_path(0.0))
-    p = params.for_levels(levels)
+    p = k.select_level_params(params, levels)
     for _ in range(20):
         state, info = k.step(rng, state, density, path, ladder[levels], p)
     assert 0.05 < info.acceptance_rate < 1.0
@@ -186,8 +185,8 @@ def test_level_params_from_stages_and_for_levels():
     from dataclasses import replace
 
     stages = [replace(p0, step_size=s, inv_mass=np.full(D, v)) for s, v in ((0.1, 1.0), (0.2, 2.0), (0.4, 3.0))]
-    lp = LevelParams.from_stages(stages)
-    got = lp.for_levels(np.array([2, 0, 1]))
+    lp = k.stack_level_params(stages)
+    got = k.select_level_params(lp, np.array([2, 0, 1]))
     np.testing.assert_allclose(got.step_size[:, 0], [0.4, 0.1, 0.2])
     np.testing.assert_allclose(got.inv_mass[:, 0], [3.0, 1.0, 2.0])
     np.testing.assert_allclose(lp.step_sizes(), [0.1, 0.2, 0.4])
