@@ -139,7 +139,7 @@ class Moves:
     @classmethod
     def fixed(cls, n_steps: int, retune: bool = True) -> Moves:
         """Exactly ``n_steps`` (≥ 0) transitions per stage."""
-        if isinstance(n_steps, bool) or int(n_steps) != n_steps or n_steps < 0:
+        if int(n_steps) != n_steps or n_steps < 0:
             raise ValueError(
                 f"n_mcmc_steps must be a non-negative integer or 'auto', got {n_steps}"
             )

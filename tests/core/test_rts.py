@@ -322,3 +322,42 @@ def test_tau_derivative_at_tau_one_for_very_low_delta():
     d = np.array([-85.0, -200.0])
     x = 0.5 * d
     np.testing.assert_allclose(tau_derivative(path, 1.0, d), -np.expm1(-x) / 0.5, rtol=1e-12)
+
+
+def test_options_object_equals_keyword_settings():
+    from pymc_crais.core.rts import RTSOptions
+
+    density = shift_density()
+
+    def run(**kw):
+        rng = np.random.default_rng(11)
+        return rts(rng, density, density.sample_q0(rng, 40), make_path(0.5), linear_schedule(4),
+                   make_kernel("mala"), **kw)
+
+    settings = dict(n_sweeps=6, n_init_sweeps=4, max_init_rounds=2, n_groups=4, tol=10.0)
+    a, b = run(**settings), run(options=RTSOptions(**settings))
+    assert a.log_marginal_likelihood == b.log_marginal_likelihood
+    assert a.log_z_rbti == b.log_z_rbti
+    np.testing.assert_array_equal(a.posterior_x, b.posterior_x)
+    with pytest.raises(TypeError, match="either options or keyword"):
+        run(options=RTSOptions(**settings), n_sweeps=3)
+
+
+def test_rts_with_a_kernel_without_level_hooks_fails_clearly():
+    from pymc_crais.core.kernels import KernelInfo, MutationKernel
+
+    class Plain(MutationKernel):
+        def init(self, state):
+            return None
+
+        def tune(self, params, state, info, log_weights=None):
+            return None
+
+        def step(self, rng, state, density, path, tau, params):
+            return state, KernelInfo(1.0, state.n)
+
+    density = shift_density()
+    rng = np.random.default_rng(0)
+    with pytest.raises(NotImplementedError, match="Plain does not implement level_params"):
+        rts(rng, density, density.sample_q0(rng, 20), make_path(0.0), linear_schedule(3), Plain(),
+            warm_start=None)
