@@ -8,6 +8,8 @@ from the exact moments.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -216,8 +218,8 @@ def test_invariance_check_detects_a_broken_kernel(kname, params_fn, monkeypatch)
     def accept_all(rng, log_ratio):
         return np.ones(log_ratio.shape[0], dtype=bool), 1.0
 
-    monkeypatch.setattr(kernels_mod, "_accept", accept_all)
     kernel = KERNELS[kname]()
+    monkeypatch.setattr(sys.modules[type(kernel).__module__], "metropolis_accept", accept_all)
     x0 = _draw_gaussian(np.random.default_rng(4), M, S, N)
     state, _, _ = _run(kernel, make_path(0.0), 1.0, x0, seed=10, params_fn=params_fn)
     assert np.max(np.abs(_z_scores_gaussian(state.x, M, S))) > 5.0
