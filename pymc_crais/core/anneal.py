@@ -25,7 +25,7 @@ import numpy as np
 
 from .density import BatchedDensity
 from .estimators import ancestry_variance
-from .kernels import KernelInfo, MutationKernel
+from .kernel_base import KernelInfo, MutationKernel, ParamsByTau
 from .moves import MoveResult, Moves, mean_correlation
 from .particles import ParticleState
 from .paths import AnnealingPath
@@ -146,24 +146,6 @@ class AnnealResult:
     def hit_max_stages(self) -> bool:
         """Whether the cap on stages forced the last step to ``τ = 1``."""
         return self.hit_max_steps
-
-
-class ParamsByTau:
-    """Kernel parameters of a previous run, looked up by τ (the last stage at or below τ).
-
-    Lets a final run re-use a tuning run's kernels on a different (e.g. interpolated) grid,
-    so that its kernels are fixed before its particles exist.
-    """
-
-    def __init__(self, taus, params: list):
-        if len(params) != len(taus) or not params:
-            raise ValueError("need one parameter set per stage")
-        self.taus = np.asarray(taus, dtype=np.float64)
-        self.params = list(params)
-
-    def __call__(self, tau: float):
-        i = int(np.searchsorted(self.taus, tau, side="right")) - 1
-        return self.params[min(max(i, 0), len(self.params) - 1)]
 
 
 def _segment_variance(log_w: np.ndarray) -> float:

@@ -14,7 +14,14 @@ from .density import BatchedDensity
 from .particles import ParticleState
 from .paths import AnnealingPath
 
-__all__ = ["KernelInfo", "LevelParams", "MutationKernel", "adapt_log_steps", "metropolis_accept"]
+__all__ = [
+    "KernelInfo",
+    "LevelParams",
+    "MutationKernel",
+    "ParamsByTau",
+    "adapt_log_steps",
+    "metropolis_accept",
+]
 
 
 @dataclass(frozen=True)
@@ -145,3 +152,21 @@ def adapt_log_steps(
     seen = n > 0
     lp.log_step[seen] += gain * (acc[seen] / n[seen] - target)
     np.clip(lp.log_step, lo, hi, out=lp.log_step)
+
+
+class ParamsByTau:
+    """Kernel parameters of a previous run, looked up by τ (the last stage at or below τ).
+
+    Lets a final run re-use a tuning run's kernels on a different (e.g. interpolated) grid,
+    so that its kernels are fixed before its particles exist.
+    """
+
+    def __init__(self, taus, params: list):
+        if len(params) != len(taus) or not params:
+            raise ValueError("need one parameter set per stage")
+        self.taus = np.asarray(taus, dtype=np.float64)
+        self.params = list(params)
+
+    def __call__(self, tau: float):
+        i = int(np.searchsorted(self.taus, tau, side="right")) - 1
+        return self.params[min(max(i, 0), len(self.params) - 1)]

@@ -11,13 +11,13 @@ from scipy.special import logsumexp as _scipy_logsumexp
 
 __all__ = [
     "clean_log_weights",
-    "logsumexp",
-    "log_mean_exp",
-    "normalize_log_weights",
-    "normalized_weights",
     "ess",
     "ess_from_log_weights",
+    "log_mean_exp",
     "log_z_relative_variance",
+    "logsumexp",
+    "normalize_log_weights",
+    "normalized_weights",
 ]
 
 
