@@ -4,12 +4,16 @@ frozen, accumulating per level and per particle group what the estimators need."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..kernels import LevelParams
 from ..particles import ParticleState
 from .levels import TemperingSweep, exp_flush, sample_levels
+
+if TYPE_CHECKING:
+    from .run import RTSOptions
 
 __all__ = ["FinalRun", "final_run"]
 
@@ -105,7 +109,7 @@ def final_run(
     state: ParticleState,
     log_z: np.ndarray,
     params: LevelParams,
-    opts,
+    opts: RTSOptions,
     n_groups: int,
     callback=None,
 ) -> FinalRun:

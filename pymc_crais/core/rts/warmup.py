@@ -5,6 +5,7 @@ the guesses ``log Ẑ_k`` and the kernel's per-level parameters (docs/algorithms
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +16,9 @@ from ..particles import ParticleState
 from ..schedules import FixedSchedule, Schedule
 from ..weights import logsumexp
 from .levels import TemperingSweep, exp_flush, sample_levels
+
+if TYPE_CHECKING:
+    from .run import RTSOptions
 
 __all__ = ["InitialRounds", "Start", "cold_start", "initial_rounds", "warm_start"]
 
@@ -124,7 +128,9 @@ class InitialRounds:
     converged: bool = False
 
 
-def _round(rng, sweep: TemperingSweep, out: InitialRounds, opts, n_burn: int) -> np.ndarray:
+def _round(
+    rng, sweep: TemperingSweep, out: InitialRounds, opts: RTSOptions, n_burn: int
+) -> np.ndarray:
     """One round of ``n_init_sweeps`` sweeps; returns its ``log ĉ`` (normalized)."""
     K = sweep.ladder.size
     log_c_sum = np.full(K, -np.inf)
@@ -143,7 +149,12 @@ def _round(rng, sweep: TemperingSweep, out: InitialRounds, opts, n_burn: int) ->
 
 
 def initial_rounds(
-    rng, sweep: TemperingSweep, start: Start, opts, level_prior: np.ndarray, callback=None
+    rng,
+    sweep: TemperingSweep,
+    start: Start,
+    opts: RTSOptions,
+    level_prior: np.ndarray,
+    callback=None,
 ) -> InitialRounds:
     """Rounds of ``n_init_sweeps`` sweeps until ``max_k |r_k − ĉ_k| < tol / K`` or
     ``max_init_rounds`` (see :func:`pymc_crais.core.rts.rts`, step 2)."""
