@@ -31,17 +31,27 @@ from .particles import ParticleState
 from .paths import AnnealingPath
 from .resampling import RESAMPLE_POLICIES, ResamplingPolicy
 from .schedules import Schedule
-from .weights import clean_log_weights, ess_from_log_weights, logsumexp
+from .weights import (
+    clean_log_weights,
+    ess_from_log_weights,
+    log_z_relative_variance,
+    logsumexp,
+)
 
 __all__ = [
     "RESAMPLE_POLICIES",
     "AnnealOptions",
     "AnnealResult",
+    "MaxStagesWarning",
     "ParamsByTau",
     "WeightsVanishedError",
     "anneal",
     "mean_correlation",
 ]
+
+
+class MaxStagesWarning(RuntimeWarning):
+    """The cap on stages was reached before τ = 1, so the last step jumped to τ = 1."""
 
 
 class WeightsVanishedError(FloatingPointError):
@@ -148,13 +158,6 @@ class AnnealResult:
         return self.hit_max_steps
 
 
-def _segment_variance(log_w: np.ndarray) -> float:
-    n = log_w.size
-    e = ess_from_log_weights(log_w)
-    return float("inf") if e == 0.0 else max(1.0 / e - 1.0 / n, 0.0)
-
-
-
 # ----------------------------------------------------------------------------- options
 @dataclass(frozen=True)
 class AnnealOptions:
@@ -243,7 +246,7 @@ def _next_tau(loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: 
             warnings.warn(
                 f"max_steps={max_stages} reached at tau={loop.tau:.6g}; the last step jumps to "
                 "tau=1, so the estimate may be poor. Increase max_steps.",
-                RuntimeWarning,
+                MaxStagesWarning,
                 stacklevel=3,
             )
     else:
@@ -273,7 +276,7 @@ def _resample(loop: _Loop, rng, policy: ResamplingPolicy, ess: float, tau_new: f
     n = loop.state.n
     if not (policy.wants(ess, n) and tau_new < 1.0):
         return False
-    loop.log_z_var += _segment_variance(loop.log_w)
+    loop.log_z_var += log_z_relative_variance(loop.log_w)
     idx = policy.indices(rng, np.exp(loop.log_w - logsumexp(loop.log_w)), n)
     loop.state = loop.state.take(idx)
     loop.eve = loop.eve[idx]
@@ -400,7 +403,7 @@ def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: i
         c=float(path.c),
         hit_max_steps=loop.hit_max,
         kernel_params=loop.used_params,
-        log_z_variance_segments=float(loop.log_z_var + _segment_variance(loop.log_w)),
+        log_z_variance_segments=float(loop.log_z_var + log_z_relative_variance(loop.log_w)),
         eve=loop.eve,
         n_resamplings=loop.n_resamplings,
     )

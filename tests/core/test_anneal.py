@@ -395,7 +395,9 @@ def test_options_object_equals_flat_settings():
     flat = run(n_mcmc_steps="auto", max_mcmc_steps=5, resample="ess", threshold=0.7,
                resampler="multinomial", max_steps=6)
     opts = AnnealOptions(Moves.auto(5), ResamplingPolicy("ess", 0.7, "multinomial"), max_stages=6)
-    with pytest.warns(RuntimeWarning, match="max_steps=6"):
+    from pymc_crais.core.anneal import MaxStagesWarning
+
+    with pytest.warns(MaxStagesWarning, match="max_steps=6"):  # a RuntimeWarning subclass
         obj = run(options=opts)
     _same(flat, obj)
     assert obj.hit_max_stages and obj.n_stages == 6

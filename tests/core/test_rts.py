@@ -18,6 +18,7 @@ from pymc_crais.core.particles import ParticleState
 from pymc_crais.core.paths import make_path
 from pymc_crais.core.rts import (
     ArrayTauPath,
+    RTSInitWarning,
     ladder_log_ratio,
     rts,
     rts_update,
@@ -292,7 +293,7 @@ def test_same_seed_same_result():
 def test_initial_loop_cap_warns():
     density = shift_density()
     rng = np.random.default_rng(1)
-    with pytest.warns(RuntimeWarning, match="max_init_rounds=1"):
+    with pytest.warns(RTSInitWarning, match="max_init_rounds=1"):
         res = rts(rng, density, density.sample_q0(rng, 50), make_path(0.0), linear_schedule(9),
                   make_kernel("hmc"), n_sweeps=5, n_init_sweeps=4, max_init_rounds=1, tol=1e-6)
     assert not res.init_converged

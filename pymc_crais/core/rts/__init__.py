@@ -29,12 +29,13 @@ from ..estimators import rts_update, trapezoid
 from ..kernels import LevelParams
 from ..paths import ArrayTauPath
 from .levels import ladder_log_ratio, sample_levels, tau_derivative, temperature_log_conditional
-from .run import WARM_STARTS, RTSOptions, RTSResult, rts
+from .run import WARM_STARTS, RTSInitWarning, RTSOptions, RTSResult, rts
 
 __all__ = [
     "WARM_STARTS",
     "ArrayTauPath",
     "LevelParams",
+    "RTSInitWarning",
     "RTSOptions",
     "RTSResult",
     "ladder_log_ratio",

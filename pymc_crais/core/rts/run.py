@@ -23,9 +23,14 @@ from .final import final_run
 from .levels import TemperingSweep
 from .warmup import cold_start, initial_rounds, warm_start
 
-__all__ = ["WARM_STARTS", "RTSOptions", "RTSResult", "rts"]
+__all__ = ["WARM_STARTS", "RTSInitWarning", "RTSOptions", "RTSResult", "rts"]
 
 WARM_STARTS = ("ais", None)
+
+
+class RTSInitWarning(RuntimeWarning):
+    """The initial rounds hit ``max_init_rounds`` before ``ĉ`` came within ``tol / K`` of
+    the level prior: the final run's guesses ``log Ẑ_k`` are still off."""
 
 
 @dataclass(frozen=True)
@@ -314,7 +319,7 @@ def rts(
             f"max|r_k - c_k| = {init.deviation[-1]:.3g} >= tol/K = {options.tol / K:.3g}; the "
             "final run's log Z_k guesses are still off, so its temperatures may mix poorly. "
             "Increase max_init_rounds or n_init_sweeps, or use more temperatures.",
-            RuntimeWarning,
+            RTSInitWarning,
             stacklevel=2,
         )
     evals_init = density.n_evals - evals0
