@@ -23,11 +23,7 @@ MAX_LINES = 400
 
 # module (relative to the package) -> why it may be longer; an entry that is no longer
 # needed fails the test, so this list stays true
-LONG_MODULE_EXCEPTIONS = {
-    "core/rts.py": "tempered sampling; being split into its phases (issue 12, core half)",
-    "core/kernels.py": "the four kernels; per-level parameters move into it (issue 12, core "
-    "half), after which it is split one kernel per module",
-}
+LONG_MODULE_EXCEPTIONS: dict[str, str] = {}
 
 FORBIDDEN_IN_CORE = ("pymc", "pytensor", "arviz", "arviz_base", "arviz_stats", "xarray")
 CORE_MAY_IMPORT = ("pymc_crais.core", "pymc_crais.warnings")

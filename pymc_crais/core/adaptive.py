@@ -1,4 +1,5 @@
-"""Schedules that choose the next τ from the current population (ALGORITHMS.md §4–5).
+"""Schedules that choose the next τ from the current population (docs/algorithms.md,
+"Schedules" and "Constant-rate AIS").
 
 All three work only with cached per-particle values (``Δ`` and the current log-weights),
 so choosing a step costs no model evaluation, and each solves on exactly the increment
@@ -8,6 +9,11 @@ so choosing a step costs no model evaluation, and each solves on exactly the inc
   resampling ``ESS(W) = N``, which is the SMC rule ``ESS(incr) ≥ ρN``);
 * :class:`CESSSchedule`: the largest τ' with conditional ESS ``≥ ρN``;
 * :class:`ConstantRateSchedule`: CR-AIS, a constant decrease of the α-divergence per step.
+
+Names: ``max_dtau`` / ``min_dtau`` bound one step ``Δτ = τ' − τ`` (old names ``max_step`` /
+``min_step``, still accepted, and still the keys of :meth:`describe` and the public
+arguments of the samplers); the constant-rate schedule's rate δ is ``rate`` (old keyword
+``delta``, which in the core means the cached log-ratio ``Δ = log π̃ − log q0``).
 """
 
 from __future__ import annotations
@@ -26,15 +32,29 @@ def _check_rho(rho: float, name: str = "rho") -> float:
     return float(rho)
 
 
-def _check_step_bounds(min_step, max_step) -> tuple[float, float]:
-    lo = 0.0 if min_step is None else float(min_step)
-    hi = 1.0 if max_step is None else float(max_step)
+_UNSET = object()
+
+
+def _alias(name: str, value, old_name: str, old_value, default):
+    """``(value, the name the caller used)`` for an argument with an old keyword name."""
+    if old_value is not _UNSET:
+        if value is not _UNSET:
+            raise TypeError(f"pass {name} or its old name {old_name}, not both")
+        return old_value, old_name
+    return (default if value is _UNSET else value), name
+
+
+def _check_dtau_bounds(min_dtau, max_dtau, names=("min_dtau", "max_dtau")) -> tuple[float, float]:
+    """``(min Δτ, max Δτ)`` with ``None`` read as 0 and 1; errors name the caller's keywords."""
+    lo_name, hi_name = names
+    lo = 0.0 if min_dtau is None else float(min_dtau)
+    hi = 1.0 if max_dtau is None else float(max_dtau)
     if not (0.0 <= lo < 1.0):
-        raise ValueError(f"min_step must be in [0, 1), got {min_step!r}")
+        raise ValueError(f"{lo_name} must be in [0, 1), got {min_dtau!r}")
     if not (0.0 < hi <= 1.0):
-        raise ValueError(f"max_step must be in (0, 1], got {max_step!r}")
+        raise ValueError(f"{hi_name} must be in (0, 1], got {max_dtau!r}")
     if lo > hi:
-        raise ValueError(f"min_step ({lo}) must not exceed max_step ({hi})")
+        raise ValueError(f"{lo_name} ({lo}) must not exceed {hi_name} ({hi})")
     return lo, hi
 
 
@@ -47,16 +67,27 @@ def _log_ess(log_w: np.ndarray) -> float:
 
 
 class _BisectionSchedule(Schedule):
-    """Largest τ' in ``(τ, min(1, τ + max_step)]`` whose criterion stays ≥ 0.
+    """Largest τ' in ``(τ, min(1, τ + max_dtau)]`` whose criterion stays ≥ 0.
 
     The criterion is decreasing in τ' for the increments of a path. The search runs on
     ``log(τ' − τ)`` so that the tiny first steps of a wide prior (10⁻⁶ and below) are
     resolved as precisely as large ones; ``tol`` is the relative precision of the step.
     """
 
-    def __init__(self, rho: float, max_step: float | None = None, min_step: float | None = None, tol: float = 1e-8):
+    def __init__(
+        self,
+        rho: float,
+        max_dtau: float | None = _UNSET,
+        min_dtau: float | None = _UNSET,
+        tol: float = 1e-8,
+        *,
+        max_step: float | None = _UNSET,
+        min_step: float | None = _UNSET,
+    ):
         self.rho = _check_rho(rho)
-        self.min_step, self.max_step = _check_step_bounds(min_step, max_step)
+        hi, hi_name = _alias("max_dtau", max_dtau, "max_step", max_step, None)
+        lo, lo_name = _alias("min_dtau", min_dtau, "min_step", min_step, None)
+        self.min_dtau, self.max_dtau = _check_dtau_bounds(lo, hi, (lo_name, hi_name))
         self.tol = float(tol)
 
     def criterion(self, log_w: np.ndarray, incr: np.ndarray) -> float:
@@ -65,17 +96,17 @@ class _BisectionSchedule(Schedule):
     def next_tau(self, stage, tau, state, log_weights, path) -> float:
         log_w = clean_log_weights(log_weights)
         delta = state.delta
-        hi_tau = min(1.0, tau + self.max_step)
+        hi_tau = min(1.0, tau + self.max_dtau)
 
         def ok(t):
             return self.criterion(log_w, path.log_increment(tau, t, delta)) >= 0.0
 
         if ok(hi_tau):
             return hi_tau
-        lo = np.log(max(1e-300, self.min_step if self.min_step > 0 else 1e-14 * max(1.0 - tau, 1e-300)))
+        lo = np.log(max(1e-300, self.min_dtau if self.min_dtau > 0 else 1e-14 * max(1.0 - tau, 1e-300)))
         hi = np.log(hi_tau - tau)
         if lo >= hi or not ok(tau + np.exp(lo)):
-            return min(1.0, tau + max(self.min_step, np.exp(lo)))
+            return min(1.0, tau + max(self.min_dtau, np.exp(lo)))
         while hi - lo > self.tol:
             mid = 0.5 * (lo + hi)
             if ok(tau + np.exp(mid)):
@@ -85,7 +116,8 @@ class _BisectionSchedule(Schedule):
         return min(1.0, tau + np.exp(lo))
 
     def describe(self) -> dict:
-        return {"schedule": self.name, "rho": self.rho, "max_step": self.max_step, "min_step": self.min_step}
+        # the public (sampler argument) names
+        return {"schedule": self.name, "rho": self.rho, "max_step": self.max_dtau, "min_step": self.min_dtau}
 
 
 class ESSSchedule(_BisectionSchedule):
@@ -95,8 +127,8 @@ class ESSSchedule(_BisectionSchedule):
     ----------
     rho : float
         Target ratio in (0, 1) (PyMC's SMC uses 0.5).
-    max_step, min_step : float, optional
-        Bounds on ``τ' − τ``.
+    max_dtau, min_dtau : float, optional
+        Bounds on ``τ' − τ`` (old names ``max_step``, ``min_step`` accepted).
     """
 
     name = "ess"
@@ -132,31 +164,49 @@ class ConstantRateSchedule(Schedule):
     3. ``g(u) = (u^α − 1)/α`` (``log u`` for α = 0) with ``u = exp(a − log r)``;
     4. ``v`` = variance of ``g(u)`` (``variance="weighted"``: under the normalized weights;
        ``"unweighted"``: plain variance over the particles, as the authors' code);
-    5. ``log β' = log β − δ / (v · r^α)``, the step clipped to ``[min_step, max_step]``;
+    5. ``log β' = log β − δ / (v · r^α)``, the step clipped to ``[min_dtau, max_dtau]``;
        the schedule ends at τ = 1 once ``v < v_min``; a non-finite ``v`` (overflow)
-       gives the smallest step (``min_step``, or the smallest representable one).
+       gives the smallest step (``min_dtau``, or the smallest representable one).
 
     Parameters
     ----------
-    delta : float
-        Rate δ > 0; the number of steps is roughly proportional to 1/δ.
+    rate : float
+        The rate δ > 0; the number of steps is roughly proportional to 1/δ. (Old keyword
+        ``delta``, still accepted.)
     variance : {"unweighted", "weighted"}, default "unweighted"
-    min_step, max_step : float, default 0 and 1/8
+    min_dtau, max_dtau : float, default 0 and 1/8
+        Bounds on ``τ' − τ`` (old names ``min_step``, ``max_step`` accepted).
     v_min : float, default 1e-3
     """
 
     name = "constant_rate"
 
-    def __init__(self, delta: float, variance: str = "unweighted", min_step: float | None = 0.0, max_step: float | None = 0.125, v_min: float = 1e-3):
-        if not (np.isfinite(delta) and delta > 0):
-            raise ValueError(f"delta must be positive and finite, got {delta!r}")
+    def __init__(
+        self,
+        rate: float = _UNSET,
+        variance: str = "unweighted",
+        min_dtau: float | None = _UNSET,
+        max_dtau: float | None = _UNSET,
+        v_min: float = 1e-3,
+        *,
+        delta: float = _UNSET,
+        min_step: float | None = _UNSET,
+        max_step: float | None = _UNSET,
+    ):
+        rate, rate_name = _alias("rate", rate, "delta", delta, _UNSET)
+        if rate is _UNSET:
+            raise TypeError("ConstantRateSchedule needs the rate (e.g. ConstantRateSchedule(0.1))")
+        if not (np.isfinite(rate) and rate > 0):
+            raise ValueError(f"{rate_name} must be positive and finite, got {rate!r}")
         if variance not in ("weighted", "unweighted"):
             raise ValueError(f"variance must be 'weighted' or 'unweighted', got {variance!r}")
         if not (np.isfinite(v_min) and v_min >= 0):
             raise ValueError(f"v_min must be >= 0, got {v_min!r}")
-        self.delta = float(delta)
+        self.rate = float(rate)
         self.variance = variance
-        self.min_step, self.max_step = _check_step_bounds(min_step, max_step)
+        hi, hi_name = _alias("max_dtau", max_dtau, "max_step", max_step, 0.125)
+        lo, lo_name = _alias("min_dtau", min_dtau, "min_step", min_step, 0.0)
+        self.min_dtau, self.max_dtau = _check_dtau_bounds(lo, hi, (lo_name, hi_name))
         self.v_min = float(v_min)
         self.last_v = np.nan  # objective of the most recent step (diagnostics)
 
@@ -189,10 +239,10 @@ class ConstantRateSchedule(Schedule):
             return 1.0
         # an overflowing variance (v = inf, e.g. α < 0 far from the target) means the rule's
         # step is zero: take the smallest step allowed, never a jump to the end
-        rate = v * np.exp(min(path.alpha * log_r, 700.0)) if np.isfinite(v) else np.inf
-        log_beta = np.log1p(-tau) - self.delta / max(rate, 1e-300)
+        v_r = v * np.exp(min(path.alpha * log_r, 700.0)) if np.isfinite(v) else np.inf
+        log_beta = np.log1p(-tau) - self.rate / max(v_r, 1e-300)
         tau_new = -np.expm1(log_beta)
-        step = min(max(tau_new - tau, self.min_step), self.max_step)
+        step = min(max(tau_new - tau, self.min_dtau), self.max_dtau)
         step = max(step, 4.0 * np.spacing(tau) if tau > 0 else 1e-300)  # representable progress
         tau_new = tau + step
         # within 1e-10 of the end the remaining path is negligible: finish rather than
@@ -200,11 +250,12 @@ class ConstantRateSchedule(Schedule):
         return 1.0 if tau_new > 1.0 - 1e-10 else float(tau_new)
 
     def describe(self) -> dict:
+        # the public (sampler argument) names
         return {
             "schedule": self.name,
-            "delta": self.delta,
+            "delta": self.rate,
             "variance": self.variance,
-            "min_step": self.min_step,
-            "max_step": self.max_step,
+            "min_step": self.min_dtau,
+            "max_step": self.max_dtau,
             "v_min": self.v_min,
         }

@@ -1,14 +1,14 @@
 """One annealing loop for AIS and SMC over an ``(N, d)`` particle population.
 
-Stage ``k`` (ALGORITHMS.md §3, §6):
+Stage ``k`` (docs/algorithms.md, "Annealed importance sampling (AIS)" and "Tempered SMC"):
 
 1. the schedule picks ``τ_k`` from ``τ_{k−1}`` (and, if adaptive, the population);
 2. the weights take the increment ``log γ_{τ_k} − log γ_{τ_{k−1}}`` (before the move), and
    ``log Ẑ += log Σ_j W_j · exp(incr_j)`` with ``W`` the normalized weights;
-3. optionally resample (``"never"`` = AIS, ``"always"``, or ``"ess"`` below ``κN``), after
-   which ``W`` is uniform;
-4. the kernel is tuned from the population, then moves every particle
-   ``n_mcmc_steps`` times with transitions invariant for ``γ_{τ_k}``.
+3. the :class:`~pymc_crais.core.resampling.ResamplingPolicy` may resample (never = AIS,
+   always, or when the ESS falls below ``κN``), after which ``W`` is uniform;
+4. the kernel is tuned from the population, then the :class:`~pymc_crais.core.moves.Moves`
+   object moves every particle with transitions invariant for ``γ_{τ_k}``.
 
 Without resampling the accumulated ``log Ẑ`` equals ``logsumexp(log w) − log N`` exactly
 (the increments telescope), the AIS estimator. The scale shift ``c`` of the path is added
@@ -26,16 +26,21 @@ import numpy as np
 from ..warnings import MaxStepsWarning
 from .density import BatchedDensity
 from .estimators import ancestry_variance
-from .kernels import KernelInfo, MutationKernel
+from .kernel_base import KernelInfo, MutationKernel, ParamsByTau
+from .moves import MoveResult, Moves, mean_correlation
 from .particles import ParticleState
 from .paths import AnnealingPath
-from .resampling import get_resampler
+from .resampling import RESAMPLE_POLICIES, ResamplingPolicy
 from .schedules import Schedule
-from .weights import clean_log_weights, ess_from_log_weights, logsumexp
+from .weights import (
+    clean_log_weights,
+    ess_from_log_weights,
+    log_z_relative_variance,
+    logsumexp,
+)
 
-__all__ = ["AnnealResult", "ParamsByTau", "WeightsVanishedError", "anneal", "RESAMPLE_POLICIES"]
-
-RESAMPLE_POLICIES = ("never", "always", "ess")
+__all__ = ["RESAMPLE_POLICIES", "AnnealOptions", "AnnealResult", "MaxStepsWarning"]
+__all__ += ["ParamsByTau", "WeightsVanishedError", "anneal", "mean_correlation"]
 
 
 class WeightsVanishedError(FloatingPointError):
@@ -106,7 +111,8 @@ class AnnealResult:
     c : float
         The path's scale shift.
     hit_max_steps : bool
-        Whether ``max_steps`` forced the last step to ``τ = 1``.
+        Whether the cap on stages (``max_stages``, alias ``max_steps``) forced the last
+        step to ``τ = 1`` (also as ``hit_max_stages``).
     kernel_params : list
         The kernel parameters of each stage's last transition, without per-particle parts
         (for replay by a later run).
@@ -135,40 +141,159 @@ class AnnealResult:
         """Number of annealing stages run."""
         return int(self.stages["tau"].size)
 
-
-def mean_correlation(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean over coordinates of the Pearson correlation between two populations' columns."""
-    ac = a - a.mean(axis=0)
-    bc = b - b.mean(axis=0)
-    den = np.sqrt(np.sum(ac * ac, axis=0) * np.sum(bc * bc, axis=0))
-    ok = den > 0
-    if not ok.any():
-        return 0.0
-    return float(np.mean(np.sum(ac * bc, axis=0)[ok] / den[ok]))
+    @property
+    def hit_max_stages(self) -> bool:
+        """Whether the cap on stages forced the last step to ``τ = 1``."""
+        return self.hit_max_steps
 
 
-class ParamsByTau:
-    """Kernel parameters of a previous run, looked up by τ (the last stage at or below τ).
+# ----------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class AnnealOptions:
+    """How :func:`anneal` runs its stages.
 
-    Lets a final run re-use a tuning run's kernels on a different (e.g. interpolated) grid,
-    so that its kernels are fixed before its particles exist.
+    Attributes
+    ----------
+    moves : Moves, default one transition per stage
+        Transitions per stage and when to stop (:mod:`pymc_crais.core.moves`).
+    resampling : ResamplingPolicy, default never (AIS)
+    max_stages : int, default 100000
+        Cap on the stages; if τ < 1 then, the last stage jumps to τ = 1 with a warning
+        and ``hit_max_steps`` is set.
+    tune_from_weights : bool, default False
+        Estimate the kernel's moments with the current weights (SMC) rather than uniformly
+        (AIS, whose weights can degenerate while the particles still track ``γ_τ``).
+    kernel_params : callable, optional
+        ``kernel_params(tau) -> params``: fixed kernel parameters at each stage instead of
+        tuning from the population (no re-tuning between moves either). Kernels fixed in
+        advance keep AIS exactly unbiased for ``Z``; population-tuned kernels carry an
+        O(1/N) bias (docs/algorithms.md, "Adaptation bias").
     """
 
-    def __init__(self, taus, params: list):
-        if len(params) != len(taus) or not params:
-            raise ValueError("need one parameter set per stage")
-        self.taus = np.asarray(taus, dtype=np.float64)
-        self.params = list(params)
+    moves: Moves = field(default_factory=Moves)
+    resampling: ResamplingPolicy = field(default_factory=ResamplingPolicy)
+    max_stages: int = 100_000
+    tune_from_weights: bool = False
+    kernel_params: Callable | None = None
 
-    def __call__(self, tau: float):
-        i = int(np.searchsorted(self.taus, tau, side="right")) - 1
-        return self.params[min(max(i, 0), len(self.params) - 1)]
+    def __post_init__(self):
+        if int(self.max_stages) != self.max_stages or self.max_stages < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {self.max_stages}")
+        self.resampling.check_scheme()
+
+    @classmethod
+    def from_settings(
+        cls,
+        *,
+        n_mcmc_steps: int | str = 1,
+        max_mcmc_steps: int = 20,
+        correlation_threshold: float = 0.01,
+        resample: str = "never",
+        threshold: float = 0.5,
+        resampler: str = "systematic",
+        max_stages: int | None = None,
+        max_steps: int | None = None,
+        tune_from_weights: bool = False,
+        kernel_params: Callable | None = None,
+    ) -> AnnealOptions:
+        """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
+        of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy)."""
+        if max_stages is not None and max_steps is not None:
+            raise TypeError("pass max_stages or its old name max_steps, not both")
+        resampling = ResamplingPolicy(resample, threshold, resampler)
+        moves = Moves.from_setting(n_mcmc_steps, max_mcmc_steps, correlation_threshold)
+        cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
+        return cls(moves, resampling, cap, tune_from_weights, kernel_params)
 
 
-def _segment_variance(log_w: np.ndarray) -> float:
-    n = log_w.size
-    e = ess_from_log_weights(log_w)
-    return float("inf") if e == 0.0 else max(1.0 / e - 1.0 / n, 0.0)
+# ----------------------------------------------------------------------------- the loop
+@dataclass
+class _Loop:
+    """The mutable state of one annealing run."""
+
+    state: ParticleState
+    params: object
+    log_w: np.ndarray
+    eve: np.ndarray  # each particle's ancestor in x0, for the ancestry variance
+    info: KernelInfo | None = None
+    tau: float = 0.0
+    stage: int = 0
+    log_z: float = 0.0
+    log_z_var: float = 0.0
+    n_resamplings: int = 0
+    hit_max: bool = False
+    record: StageRecord = field(default_factory=StageRecord)
+    used_params: list = field(default_factory=list)
+
+
+def _next_tau(loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: int) -> float:
+    """The schedule's next τ (forced to 1 at the last allowed stage, with a warning)."""
+    if loop.stage == max_stages - 1:
+        tau_new = 1.0
+        if schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path) < 1.0:
+            loop.hit_max = True
+            warnings.warn(
+                f"max_steps={max_stages} reached at tau={loop.tau:.6g}; the last step jumps to "
+                "tau=1, so the estimate may be poor. Increase max_steps.",
+                MaxStepsWarning,
+                stacklevel=3,
+            )
+    else:
+        tau_new = float(schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path))
+    if not loop.tau < tau_new <= 1.0:
+        raise RuntimeError(
+            f"schedule returned tau={tau_new!r} after tau={loop.tau!r} at stage {loop.stage}; "
+            "a schedule must increase strictly and stay <= 1"
+        )
+    return tau_new
+
+
+def _reweight(loop: _Loop, path: AnnealingPath, tau_new: float) -> tuple[float, float]:
+    """Apply the increment to ``τ_new``; returns the stage's ``log Ẑ`` increment and ESS."""
+    incr = path.log_increment(loop.tau, tau_new, loop.state.delta)
+    log_w_norm = loop.log_w - logsumexp(loop.log_w)
+    log_z_inc = logsumexp(log_w_norm + incr)
+    if not np.isfinite(log_z_inc):
+        raise WeightsVanishedError(loop.stage, loop.tau, tau_new)
+    loop.log_z += log_z_inc
+    loop.log_w = clean_log_weights(loop.log_w + incr)
+    return log_z_inc, ess_from_log_weights(loop.log_w)
+
+
+def _resample(loop: _Loop, rng, policy: ResamplingPolicy, ess: float, tau_new: float) -> bool:
+    """Resample if the policy wants it (never at τ = 1); returns whether it did."""
+    n = loop.state.n
+    if not (policy.wants(ess, n) and tau_new < 1.0):
+        return False
+    loop.log_z_var += log_z_relative_variance(loop.log_w)
+    idx = policy.indices(rng, np.exp(loop.log_w - logsumexp(loop.log_w)), n)
+    loop.state = loop.state.take(idx)
+    loop.eve = loop.eve[idx]
+    loop.n_resamplings += 1
+    loop.log_w = np.zeros(n)
+    return True
+
+
+def _move(loop: _Loop, rng, kernel, density, path, tau_new, opts: AnnealOptions) -> MoveResult:
+    """Tune (or look up) the kernel, then make the stage's transitions."""
+    tune = None
+    if opts.kernel_params is None:
+        weights = loop.log_w if opts.tune_from_weights else None
+
+        def tune(params, state, info):
+            return kernel.tune(params, state, info, weights)
+
+        params = tune(loop.params, loop.state, loop.info)
+    else:
+        params = opts.kernel_params(tau_new)
+    moved = opts.moves.run(
+        rng, kernel, loop.state, density, path, tau_new, params, tune=tune, info=loop.info
+    )
+    loop.state, loop.params, loop.info = moved.state, moved.params, moved.info
+    # the parameters of the stage's last transition (re-tuned on particles that have
+    # moved under γ_τ): what a replay at this τ should use, not the stage's first ones
+    loop.used_params.append(kernel.population_params(moved.params))
+    return moved
 
 
 def anneal(
@@ -178,17 +303,10 @@ def anneal(
     path: AnnealingPath,
     schedule: Schedule,
     kernel: MutationKernel,
+    options: AnnealOptions | None = None,
     *,
-    n_mcmc_steps: int | str = 1,
-    max_mcmc_steps: int = 20,
-    correlation_threshold: float = 0.01,
-    resample: str = "never",
-    threshold: float = 0.5,
-    resampler: str = "systematic",
-    max_steps: int = 100_000,
-    tune_from_weights: bool = False,
-    kernel_params=None,
     callback: Callable[[int, float, float, float], None] | None = None,
+    **settings,
 ) -> AnnealResult:
     """Anneal the particles ``x0 ~ q0`` to the target and estimate ``log Z``.
 
@@ -206,156 +324,75 @@ def anneal(
         Chooses each next τ.
     kernel : MutationKernel
         Mutation kernel (tuned between stages).
-    n_mcmc_steps : int or "auto", default 1
-        Kernel transitions per stage. ``"auto"`` moves until the mean correlation between
-        the particles and their positions at the start of the stage drops by less than
-        ``correlation_threshold`` in one transition (or below 0.1), at most
-        ``max_mcmc_steps`` times (PyMC's rule).
-    max_mcmc_steps : int, default 20
-        Cap of the ``"auto"`` rule.
-    correlation_threshold : float, default 0.01
-        Threshold of the ``"auto"`` rule.
-    resample : {"never", "always", "ess"}, default "never"
-        ``"never"`` is AIS; ``"ess"`` resamples when the ESS falls below ``threshold · N``.
-    threshold : float, default 0.5
-        κ of the ``"ess"`` policy.
-    resampler : str, default "systematic"
-        Resampling scheme (see :mod:`pymc_crais.core.resampling`).
-    max_steps : int, default 100000
-        Maximum number of stages; if τ < 1 then, the last stage jumps to τ = 1 with a
-        warning and ``hit_max_steps`` is set.
-    tune_from_weights : bool, default False
-        Estimate the kernel's moments with the current weights (SMC) rather than uniformly
-        (AIS, whose weights can degenerate while the particles still track ``γ_τ``).
-    kernel_params : callable, optional
-        ``kernel_params(tau) -> params``: use these fixed kernel parameters at each stage
-        instead of tuning from the population. Kernels fixed in advance keep AIS exactly
-        unbiased for ``Z``; population-tuned kernels carry an O(1/N) bias (docs/algorithms.md).
+    options : AnnealOptions, optional
+        How the stages run, as one object (then no keyword settings).
     callback : callable, optional
         ``callback(stage, tau, ess, acceptance_rate)`` after each stage (progress bars).
+    **settings
+        The same as flat keywords (:meth:`AnnealOptions.from_settings`):
+
+        n_mcmc_steps : int or "auto", default 1
+            Kernel transitions per stage. ``"auto"`` moves until the mean correlation
+            between the particles and their positions at the start of the stage drops by
+            less than ``correlation_threshold`` in one transition (or below 0.1), at most
+            ``max_mcmc_steps`` times (PyMC's rule, :class:`~pymc_crais.core.moves.CorrelationStop`).
+        max_mcmc_steps : int, default 20
+        correlation_threshold : float, default 0.01
+        resample : {"never", "always", "ess"}, default "never"
+            ``"never"`` is AIS; ``"ess"`` resamples when the ESS falls below
+            ``threshold · N``.
+        threshold : float, default 0.5
+        resampler : str, default "systematic"
+            Resampling scheme (see :mod:`pymc_crais.core.resampling`).
+        max_stages (or its old name max_steps) : int, default 100000
+        tune_from_weights : bool, default False
+        kernel_params : callable, optional
+            See :class:`AnnealOptions`.
 
     Returns
     -------
     AnnealResult
     """
-    if resample not in RESAMPLE_POLICIES:
-        raise ValueError(f"resample={resample!r} is unknown; choose one of {RESAMPLE_POLICIES}")
-    if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    auto_steps = isinstance(n_mcmc_steps, str)
-    if auto_steps:
-        if n_mcmc_steps != "auto":
-            raise ValueError(f"n_mcmc_steps must be an integer or 'auto', got {n_mcmc_steps!r}")
-        if int(max_mcmc_steps) != max_mcmc_steps or max_mcmc_steps < 1:
-            raise ValueError(f"max_mcmc_steps must be a positive integer, got {max_mcmc_steps}")
-        if not 0.0 <= correlation_threshold < 1.0:
-            raise ValueError(f"correlation_threshold must be in [0, 1), got {correlation_threshold}")
-    elif int(n_mcmc_steps) != n_mcmc_steps or n_mcmc_steps < 0:
-        raise ValueError(f"n_mcmc_steps must be a non-negative integer or 'auto', got {n_mcmc_steps}")
-    if int(max_steps) != max_steps or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive integer, got {max_steps}")
-    resample_fn = get_resampler(resampler)
-
+    if options is None:
+        options = AnnealOptions.from_settings(**settings)
+    elif settings:
+        raise TypeError(f"pass either options or keyword settings, not both (got {sorted(settings)})")
     evals_before = density.n_evals
     state = ParticleState.evaluate(density, x0, gradient=kernel.needs_gradient)
-    n = state.n
-    log_w = np.zeros(n)
-    log_z = 0.0
-    log_z_var = 0.0
-    eve = np.arange(n)  # each particle's ancestor in x0, for the ancestry variance
-    n_resamplings = 0
-    params = kernel.init(state)
-    used_params: list = []
-    info: KernelInfo | None = None
-    rec = StageRecord()
-    tau = 0.0
-    stage = 0
-    hit_max = False
-
-    while tau < 1.0:
-        if stage == max_steps - 1:
-            tau_new = 1.0
-            if schedule.next_tau(stage, tau, state, log_w, path) < 1.0:
-                hit_max = True
-                warnings.warn(
-                    f"max_steps={max_steps} reached at tau={tau:.6g}; the last step jumps to "
-                    "tau=1, so the estimate may be poor. Increase max_steps.",
-                    MaxStepsWarning,
-                    stacklevel=2,
-                )
-        else:
-            tau_new = float(schedule.next_tau(stage, tau, state, log_w, path))
-        if not tau < tau_new <= 1.0:
-            raise RuntimeError(
-                f"schedule returned tau={tau_new!r} after tau={tau!r} at stage {stage}; "
-                "a schedule must increase strictly and stay <= 1"
-            )
-
-        incr = path.log_increment(tau, tau_new, state.delta)
-        log_w_norm = log_w - logsumexp(log_w)
-        log_z_inc = logsumexp(log_w_norm + incr)
-        if not np.isfinite(log_z_inc):
-            raise WeightsVanishedError(stage, tau, tau_new)
-        log_z += log_z_inc
-        log_w = clean_log_weights(log_w + incr)
-        stage_ess = ess_from_log_weights(log_w)
-
-        do_resample = resample == "always" or (resample == "ess" and stage_ess < threshold * n)
-        if do_resample and tau_new < 1.0:
-            log_z_var += _segment_variance(log_w)
-            idx = resample_fn(rng, np.exp(log_w - logsumexp(log_w)), n)
-            state = state.take(idx)
-            eve = eve[idx]
-            n_resamplings += 1
-            log_w = np.zeros(n)
-        else:
-            do_resample = False
-
-        if kernel_params is None:
-            params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
-        else:
-            params = kernel_params(tau_new)
-        acc = []
-        n_moves = int(max_mcmc_steps) if auto_steps else int(n_mcmc_steps)
-        x_start, prev_corr = state.x, 1.0
-        for k in range(n_moves):
-            if k > 0 and kernel_params is None:  # re-tune between moves: few stages still adapt
-                params = kernel.tune(params, state, info, log_w if tune_from_weights else None)
-            state, info = kernel.step(rng, state, density, path, tau_new, params)
-            acc.append(info.acceptance_rate)
-            if auto_steps:
-                corr = mean_correlation(x_start, state.x)
-                if prev_corr - corr < correlation_threshold or corr < 0.1:
-                    break
-                prev_corr = corr
-
-        # the parameters of the stage's last transition (re-tuned on particles that have
-        # moved under γ_τ): what a replay at this τ should use, not the stage's first ones
-        used_params.append(kernel.population_params(params))
+    loop = _Loop(state, kernel.init(state), np.zeros(state.n), np.arange(state.n))
+    while loop.tau < 1.0:
+        tau_new = _next_tau(loop, schedule, path, options.max_stages)
+        log_z_inc, ess = _reweight(loop, path, tau_new)
+        resampled = _resample(loop, rng, options.resampling, ess, tau_new)
+        moved = _move(loop, rng, kernel, density, path, tau_new, options)
+        rec = loop.record
         rec.tau.append(tau_new)
-        rec.ess.append(stage_ess)
-        rec.acceptance_rate.append(float(np.mean(acc)) if acc else np.nan)
+        rec.ess.append(ess)
+        rec.acceptance_rate.append(moved.acceptance_rate)
         rec.log_z_increment.append(log_z_inc)
-        rec.mcmc_steps.append(len(acc))
-        rec.resampled.append(do_resample)
+        rec.mcmc_steps.append(moved.n_steps)
+        rec.resampled.append(resampled)
         if callback is not None:
-            callback(stage, tau_new, stage_ess, rec.acceptance_rate[-1])
-        tau = tau_new
-        stage += 1
+            callback(loop.stage, tau_new, ess, rec.acceptance_rate[-1])
+        loop.tau = tau_new
+        loop.stage += 1
+    return _result(loop, path, options, int(density.n_evals - evals_before))
 
-    log_z_var += _segment_variance(log_w)
-    within = ancestry_variance(log_w, eve, n_resamplings, multinomial=resampler == "multinomial")
+
+def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: int) -> AnnealResult:
+    multinomial = options.resampling.scheme == "multinomial"
+    within = ancestry_variance(loop.log_w, loop.eve, loop.n_resamplings, multinomial=multinomial)
     return AnnealResult(
-        state=state,
-        log_weights=log_w,
-        log_marginal_likelihood=float(log_z + path.c),
+        state=loop.state,
+        log_weights=loop.log_w,
+        log_marginal_likelihood=float(loop.log_z + path.c),
         log_z_variance=float(within),
-        stages=rec.as_arrays(),
-        n_logp_evals=int(density.n_evals - evals_before),
+        stages=loop.record.as_arrays(),
+        n_logp_evals=n_evals,
         c=float(path.c),
-        hit_max_steps=hit_max,
-        kernel_params=used_params,
-        log_z_variance_segments=float(log_z_var),
-        eve=eve,
-        n_resamplings=n_resamplings,
+        hit_max_steps=loop.hit_max,
+        kernel_params=loop.used_params,
+        log_z_variance_segments=float(loop.log_z_var + log_z_relative_variance(loop.log_w)),
+        eve=loop.eve,
+        n_resamplings=loop.n_resamplings,
     )

@@ -20,15 +20,30 @@ chains nor over-confident weights alone can make the error bar small. With heavy
 weights the within term is too small (the run has not seen the rare large weights); the
 t factor on the between term is what brings the coverage of ``±2·MCSE`` back to about
 95 % there (docs/reliability.md).
+
+Tempered sampling's estimators live here too: the RTS update of the level guesses
+(:func:`rts_update`), its final estimate with a group variance (:func:`rts_estimate`), and
+thermodynamic integration by the trapezoid rule from plain or Rao-Blackwellized level means
+(:func:`thermodynamic_integration`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from .weights import clean_log_weights, logsumexp
 
-__all__ = ["ancestry_variance", "combine_chain_estimates"]
+__all__ = [
+    "RTSEstimate",
+    "ancestry_variance",
+    "combine_chain_estimates",
+    "rts_estimate",
+    "rts_update",
+    "thermodynamic_integration",
+    "trapezoid",
+]
 
 
 def ancestry_variance(
@@ -144,3 +159,109 @@ def combine_chain_estimates(
     candidates = [m for m in (mcse_within, mcse_between) if np.isfinite(m)]
     mcse = float(max(candidates)) if candidates else float("nan")
     return value, mcse, {"mcse_within": mcse_within, "mcse_between": mcse_between, "n_chains": c}
+
+
+# ----------------------------------------------------------------------------- tempered sampling
+def rts_update(log_z: np.ndarray, log_prior: np.ndarray, log_c: np.ndarray) -> np.ndarray:
+    """The RTS estimate ``log Ẑ_k + log r_1 − log r_k + log ĉ_k − log ĉ_1`` (first entry 0).
+
+    With ``ĉ_k`` estimating the level marginal ``q(k) ∝ r_k Z_k / Ẑ_k``, this estimates
+    ``log Z_k − log Z_1``.
+
+    Parameters
+    ----------
+    log_z : numpy.ndarray, shape (K,)
+        The ``log Ẑ_k`` the draws were made with.
+    log_prior : numpy.ndarray, shape (K,)
+        ``log r_k``.
+    log_c : numpy.ndarray, shape (K,)
+        ``log ĉ_k`` (any common additive constant cancels).
+    """
+    out = log_z - log_z[0] + log_prior[0] - log_prior + log_c - log_c[0]
+    out[0] = 0.0
+    return out
+
+
+def trapezoid(taus, values) -> float:
+    """Trapezoid rule ``Σ_k (τ_{k+1} − τ_k)(g_k + g_{k+1}) / 2`` (NaN if any ``g_k`` is)."""
+    taus = np.asarray(taus, dtype=np.float64)
+    g = np.asarray(values, dtype=np.float64)
+    return float(np.sum(np.diff(taus) * 0.5 * (g[1:] + g[:-1])))
+
+
+@dataclass(frozen=True)
+class RTSEstimate:
+    """RTS estimates from the final run's ``Σ q(k | θ)`` per level and particle group.
+
+    Attributes
+    ----------
+    log_z_levels : numpy.ndarray, shape (K,)
+        :func:`rts_update` of the frozen guesses with the run's ``ĉ`` (first entry 0).
+    variance : float
+        Delta-method variance of ``log Ẑ_K − log Ẑ_1`` over the groups.
+    c_hat, c_hat_mcse : numpy.ndarray, shape (K,)
+        ``ĉ_k`` (summing to 1) and its standard errors from the groups.
+    """
+
+    log_z_levels: np.ndarray
+    variance: float
+    c_hat: np.ndarray
+    c_hat_mcse: np.ndarray
+
+
+def rts_estimate(log_z, log_prior, c_groups: np.ndarray, group_sizes: np.ndarray) -> RTSEstimate:
+    """RTS ``log Z_k`` from ``c_groups[k, g] = Σ q(k | θ)`` over group ``g``'s draws.
+
+    The particles of the final run are independent chains given the frozen guesses; the
+    variance is ``Var_g[ĉ_K^g/ĉ_K − ĉ_1^g/ĉ_1] / G`` (``inf`` if a group has no weight at
+    either end).
+
+    Parameters
+    ----------
+    log_z, log_prior : numpy.ndarray, shape (K,)
+        The frozen guesses ``log Ẑ_k`` and ``log r_k``.
+    c_groups : numpy.ndarray, shape (K, G)
+    group_sizes : numpy.ndarray, shape (G,)
+        Particles per group.
+    """
+    n_groups = c_groups.shape[1]
+    c_tot = c_groups.sum(axis=1)
+    c_hat = c_tot / c_tot.sum()
+    with np.errstate(divide="ignore"):
+        log_c = np.log(c_hat)
+    log_z_rts = rts_update(log_z, log_prior, log_c)
+    cg = c_groups / np.asarray(group_sizes, dtype=np.float64)[None, :]  # per-group means
+    cm = c_tot / np.sum(group_sizes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lin = cg[-1] / cm[-1] - cg[0] / cm[0]
+    var = float(np.var(lin, ddof=1) / n_groups) if np.all(np.isfinite(lin)) else float("inf")
+    mcse = np.std(c_groups / c_groups.sum(axis=0, keepdims=True), axis=1, ddof=1) / np.sqrt(n_groups)
+    return RTSEstimate(log_z_rts, var, c_hat, mcse)
+
+
+def thermodynamic_integration(ladder, sums: np.ndarray, weights: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """``∫ E_τ[∂_τ log γ_τ] dτ`` by the trapezoid rule over the ladder, with its group variance.
+
+    The level means are ``Σ_g sums[k, g] / Σ_g weights[k, g]``: plain TI sums the
+    derivatives of the draws at each level (weights: their numbers), RB-TI sums them
+    weighted by ``q(k | θ)`` over all draws (weights: ``Σ q(k | θ)``). The variance is that
+    of the per-group estimates over ``G`` (NaN if a group misses a level).
+
+    Parameters
+    ----------
+    ladder : numpy.ndarray, shape (K,)
+    sums, weights : numpy.ndarray, shape (K, G)
+
+    Returns
+    -------
+    estimate : float
+        Without the path's scale shift.
+    variance : float
+    level_means : numpy.ndarray, shape (K,)
+    """
+    n_groups = sums.shape[1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = sums.sum(axis=1) / weights.sum(axis=1)
+        per_group = np.array([trapezoid(ladder, sums[:, g] / weights[:, g]) for g in range(n_groups)])
+    var = float(np.var(per_group, ddof=1) / n_groups) if np.all(np.isfinite(per_group)) else float("nan")
+    return trapezoid(ladder, means), var, means

@@ -1,7 +1,8 @@
 """Normalized initial distributions ``q0`` other than the prior, and the Laplace fit.
 
 With a ``q0`` that is not the prior, the engine anneals ``Δ = log prior + ℓ − log q0``
-(ALGORITHMS.md §1). A ``q0`` close to the posterior shortens the path enormously.
+(docs/algorithms.md, "Initial distributions"). A ``q0`` close to the posterior shortens
+the path enormously.
 """
 
 from __future__ import annotations

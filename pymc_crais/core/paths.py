@@ -4,7 +4,16 @@ A path is described by ``h(τ, Δ) = log γ_τ(θ) − log q0(θ)``, a function 
 parameter ``τ ∈ [0, 1]`` and the cached per-particle ``Δ = log π̃ − log q0`` only. That is
 all the engine needs: the weight increment between two τ's, the tempered log-density for
 Metropolis ratios, and the coefficient ``w`` of ``∇Δ`` in ``∇ log γ_τ = ∇ log q0 + w ∇Δ``.
-See ALGORITHMS.md §2.
+See docs/algorithms.md, "Paths".
+
+Tempered sampling (RTS) also needs each quantity at one τ *per particle* (particles sit at
+different levels of a ladder), over a whole ladder at once, and the τ-derivative
+``∂_τ h`` that thermodynamic integration integrates. The base class provides all of them
+from the scalar :meth:`AnnealingPath.log_ratio` and :meth:`AnnealingPath.gradient_weight`
+(one call per distinct τ, no loop over particles); a path overrides them where a closed form
+is faster (the geometric path) and implements :meth:`AnnealingPath.tau_derivative` if
+thermodynamic integration should be available on it. :class:`ArrayTauPath` is the view of
+a path that kernels are given when their ``tau`` is an ``(N,)`` array.
 
 Both paths use a fixed *scale shift* ``c``: the path ends at ``π̃ e^{−c}`` and the engine adds
 ``c`` back to ``log Z``. For the geometric path ``c`` only shifts the log-weights; for the
@@ -18,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AnnealingPath", "GeometricPath", "PowerMeanPath", "make_path"]
+__all__ = ["AnnealingPath", "ArrayTauPath", "GeometricPath", "PowerMeanPath", "make_path"]
 
 # Below this |α(Δ − c)| threshold the power-mean formula switches to the log1p/expm1 form.
 _EXPM1_SWITCH = 1.0
@@ -32,6 +41,38 @@ def _clean_delta(delta) -> np.ndarray:
     """Δ as float64 with NaN read as −inf: an undefined target density is a zero density."""
     d = _as_float_array(delta)
     return np.where(np.isnan(d), -np.inf, d)
+
+
+def _increment(h_to: np.ndarray, h_from: np.ndarray) -> np.ndarray:
+    """``h_to − h_from`` with NaN (``−inf − (−inf)``) read as ``−inf``."""
+    with np.errstate(invalid="ignore"):
+        inc = h_to - h_from
+    return np.where(np.isnan(inc), -np.inf, inc)
+
+
+def _density(log_q0, h: np.ndarray) -> np.ndarray:
+    """``log q0 + h`` with NaN read as ``−inf``."""
+    with np.errstate(invalid="ignore"):
+        out = _as_float_array(log_q0) + h
+    return np.where(np.isnan(out), -np.inf, out)
+
+
+def _by_level(fn, taus: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """``fn(τ, Δ_j)`` at each particle's own τ: one call of the scalar ``fn`` per distinct τ."""
+    out = np.empty(delta.shape, dtype=np.float64)
+    uniq, inv = np.unique(taus, return_inverse=True)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(uniq.size + 1))
+    for i, t in enumerate(uniq):
+        idx = order[bounds[i] : bounds[i + 1]]
+        out[idx] = fn(float(t), delta[idx])
+    return out
+
+
+def _per_particle_args(taus, delta) -> tuple[np.ndarray, np.ndarray]:
+    """Cleaned ``Δ`` and the τ's broadcast to its shape."""
+    d = _clean_delta(delta)
+    return np.broadcast_to(_as_float_array(taus), d.shape), d
 
 
 @dataclass(frozen=True)
@@ -65,19 +106,66 @@ class AnnealingPath:
         Particles whose ``Δ`` is ``-inf`` get ``-inf`` (zero weight) as soon as the path
         gives them zero density; a NaN never comes out.
         """
-        with np.errstate(invalid="ignore"):
-            inc = self.log_ratio(tau_to, delta) - self.log_ratio(tau_from, delta)
-        return np.where(np.isnan(inc), -np.inf, inc)
+        return _increment(self.log_ratio(tau_to, delta), self.log_ratio(tau_from, delta))
 
     def log_density(self, tau: float, log_q0: np.ndarray, delta: np.ndarray) -> np.ndarray:
         """``log γ_τ = log q0 + h(τ, Δ)`` per particle (``-inf`` instead of NaN)."""
-        with np.errstate(invalid="ignore"):
-            out = _as_float_array(log_q0) + self.log_ratio(tau, delta)
-        return np.where(np.isnan(out), -np.inf, out)
+        return _density(log_q0, self.log_ratio(tau, delta))
 
     def describe(self) -> str:
         """A short human-readable name such as ``"geometric"`` or ``"power_mean(alpha=0.5)"``."""
         return self.name
+
+    # --- one τ per particle, ladders, τ-derivative (tempered sampling, TI) ---------------
+    #: Whether ``∂_τ h`` is the same at every τ (``h`` linear in τ), so that a ladder's
+    #: derivatives are one row broadcast over the levels.
+    constant_tau_derivative = False
+
+    def log_ratio_per_particle(self, taus: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """``h(τ_j, Δ_j)`` with one τ per particle (``taus`` broadcast against ``delta``).
+
+        The default calls :meth:`log_ratio` once per distinct τ, so it equals the scalar
+        method exactly; a path may override it with a closed form.
+        """
+        t, d = _per_particle_args(taus, delta)
+        return _by_level(self.log_ratio, t, d)
+
+    def gradient_weight_per_particle(self, taus: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """:meth:`gradient_weight` with one τ per particle (see :meth:`log_ratio_per_particle`)."""
+        t, d = _per_particle_args(taus, delta)
+        return _by_level(self.gradient_weight, t, d)
+
+    def log_increment_per_particle(self, taus_from, taus_to, delta: np.ndarray) -> np.ndarray:
+        """``log γ_{τ_to,j} − log γ_{τ_from,j}`` per particle (``-inf`` instead of NaN)."""
+        return _increment(
+            self.log_ratio_per_particle(taus_to, delta), self.log_ratio_per_particle(taus_from, delta)
+        )
+
+    def ladder_log_ratio(self, ladder, delta: np.ndarray) -> np.ndarray:
+        """``h(τ_k, Δ_j)`` for every level ``k`` of ``ladder`` and particle ``j``: ``(K, N)``."""
+        d = _clean_delta(delta)
+        return np.stack([self.log_ratio(float(t), d) for t in _as_float_array(ladder)])
+
+    def tau_derivative(self, tau, delta: np.ndarray) -> np.ndarray:
+        """``∂_τ h(τ, Δ) = ∂_τ log γ_τ(θ)``, the integrand of thermodynamic integration.
+
+        ``tau`` (scalar or array) is broadcast against ``delta``. Paths without a closed
+        form raise :class:`TypeError`; :attr:`has_tau_derivative` says which is the case.
+        """
+        raise TypeError(
+            f"thermodynamic integration needs the derivative of the path in tau; "
+            f"{type(self).__name__} has none (use GeometricPath or PowerMeanPath, or "
+            "implement tau_derivative on the path)"
+        )
+
+    @property
+    def has_tau_derivative(self) -> bool:
+        """Whether the path implements :meth:`tau_derivative`."""
+        return type(self).tau_derivative is not AnnealingPath.tau_derivative
+
+    def ladder_tau_derivative(self, ladder, delta: np.ndarray) -> np.ndarray:
+        """:meth:`tau_derivative` at every level of ``ladder`` and particle: ``(K, N)``."""
+        return self.tau_derivative(_as_float_array(ladder)[:, None], _as_float_array(delta)[None, :])
 
 
 @dataclass(frozen=True)
@@ -100,6 +188,36 @@ class GeometricPath(AnnealingPath):
 
     def gradient_weight(self, tau: float, delta: np.ndarray) -> np.ndarray:
         return np.full_like(_as_float_array(delta), float(tau))
+
+    constant_tau_derivative = True
+
+    def log_ratio_per_particle(self, taus, delta):
+        t, d = _per_particle_args(taus, delta)
+        with np.errstate(invalid="ignore"):
+            out = t * (d - self.c)
+        return np.where(t == 0.0, 0.0, out)
+
+    def gradient_weight_per_particle(self, taus, delta):
+        t, _ = _per_particle_args(taus, delta)
+        return np.array(t, dtype=np.float64)
+
+    def ladder_log_ratio(self, ladder, delta):
+        taus = _as_float_array(ladder)
+        d = _clean_delta(delta)
+        with np.errstate(invalid="ignore"):
+            out = taus[:, None] * (d - self.c)[None, :]
+        return np.where(taus[:, None] == 0.0, 0.0, out)
+
+    def tau_derivative(self, tau, delta):
+        """``Δ − c``, whatever τ."""
+        d = _clean_delta(delta)
+        t = _as_float_array(tau)
+        return np.broadcast_to(d - self.c, np.broadcast_shapes(t.shape, d.shape)).copy()
+
+    def ladder_tau_derivative(self, ladder, delta):
+        # a read-only view: the same row Δ − c at every level
+        d = _clean_delta(delta)
+        return np.broadcast_to(d - self.c, (_as_float_array(ladder).size, d.size))
 
 
 @dataclass(frozen=True)
@@ -159,8 +277,72 @@ class PowerMeanPath(AnnealingPath):
         # x = +inf (α < 0, Δ = −inf): the particle has zero density; weight is irrelevant.
         return np.where(np.isnan(w), 1.0, np.clip(w, 0.0, 1.0))
 
+    def tau_derivative(self, tau, delta):
+        """``(e^x − 1) / (α ((1 − τ) + τ e^x))`` with ``x = α(Δ − c)``, without overflow for
+        either sign of ``x``."""
+        d = _clean_delta(delta)
+        t = _as_float_array(tau)
+        a = self.alpha
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            x = a * (d - self.c)
+            x, t = np.broadcast_arrays(x, t)
+            neg = x <= 0
+            xn = np.where(neg, x, 0.0)
+            # x ≤ 0: both terms of (1 − τ) + τ e^x are ≥ 0, so no cancellation (1 + τ·expm1(x)
+            # would round to 0 at τ = 1 for x < −37)
+            low = np.expm1(xn) / (a * ((1.0 - t) + t * np.exp(xn)))
+            e_pos = np.exp(-np.where(neg, 1.0, x))  # e^{−x} for x > 0
+            high = -np.expm1(-np.where(neg, 1.0, x)) / (a * (t + (1.0 - t) * e_pos))
+        return np.where(neg, low, high)
+
     def describe(self) -> str:
         return f"power_mean(alpha={self.alpha:g})"
+
+
+class ArrayTauPath:
+    """A path evaluated at one τ per particle: what a kernel is given to move particles
+    that sit at different levels in one batched call.
+
+    Kernels call ``path.log_density(tau, log_q0, delta)`` and ``path.gradient_weight(tau,
+    delta)`` with the ``tau`` they were given; with an ``(N,)`` array of the particles'
+    temperatures and this view, one transition leaves every particle's own ``γ_{τ_j}``
+    invariant. A scalar τ goes to the wrapped path unchanged. The maths is the path's own
+    (:meth:`AnnealingPath.log_ratio_per_particle` and friends).
+
+    Parameters
+    ----------
+    path : AnnealingPath
+        The path (with its scale shift ``c``).
+    """
+
+    def __init__(self, path: AnnealingPath):
+        self.path = path
+        self.alpha = path.alpha
+        self.c = path.c
+        self.name = path.name
+
+    def log_ratio(self, tau, delta) -> np.ndarray:
+        """``h(τ_j, Δ_j) = log γ_{τ_j}(θ_j) − log q0(θ_j)`` per particle."""
+        if np.ndim(tau) == 0:
+            return self.path.log_ratio(float(tau), delta)
+        return self.path.log_ratio_per_particle(tau, delta)
+
+    def gradient_weight(self, tau, delta) -> np.ndarray:
+        """Coefficient ``w_j`` of ``∇Δ`` in ``∇ log γ_{τ_j}`` per particle."""
+        if np.ndim(tau) == 0:
+            return self.path.gradient_weight(float(tau), delta)
+        return self.path.gradient_weight_per_particle(tau, delta)
+
+    def log_increment(self, tau_from, tau_to, delta) -> np.ndarray:
+        """``log γ_{τ_to} − log γ_{τ_from}`` per particle (``-inf`` instead of NaN)."""
+        return _increment(self.log_ratio(tau_to, delta), self.log_ratio(tau_from, delta))
+
+    def log_density(self, tau, log_q0, delta) -> np.ndarray:
+        """``log γ_{τ_j}(θ_j)`` per particle (``-inf`` instead of NaN)."""
+        return _density(log_q0, self.log_ratio(tau, delta))
+
+    def describe(self) -> str:
+        return self.path.describe()
 
 
 def make_path(alpha: float = 0.0, c: float = 0.0) -> AnnealingPath:

@@ -1,18 +1,23 @@
-"""Resampling schemes: ``(rng, weights, n) -> indices``.
+"""Resampling schemes, ``(rng, weights, n) -> indices``, and the policy of when to resample.
 
-All take normalized, non-negative weights and return ``n`` ancestor indices whose
+All schemes take normalized, non-negative weights and return ``n`` ancestor indices whose
 expected offspring counts are ``n * weights`` (unbiased). Vectorized with
-``searchsorted``; no Python loop over particles.
+``searchsorted``; no Python loop over particles. :class:`ResamplingPolicy` says when the
+annealing loop resamples (never = AIS, always, or when the ESS falls below a fraction of
+``N``) and with which scheme.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
     "RESAMPLERS",
+    "RESAMPLE_POLICIES",
+    "ResamplingPolicy",
     "get_resampler",
     "multinomial",
     "residual",
@@ -95,3 +100,44 @@ def get_resampler(name: str):
         raise ValueError(
             f"resampler={name!r} is unknown; choose one of {sorted(RESAMPLERS)}"
         ) from None
+
+
+RESAMPLE_POLICIES = ("never", "always", "ess")
+
+
+@dataclass(frozen=True)
+class ResamplingPolicy:
+    """When the annealing loop resamples, and how.
+
+    Attributes
+    ----------
+    when : {"never", "always", "ess"}, default "never"
+        ``"never"`` is AIS; ``"ess"`` resamples when the ESS falls below
+        ``ess_threshold · N``.
+    ess_threshold : float, default 0.5
+        κ of the ``"ess"`` policy, in ``(0, 1]``.
+    scheme : str, default "systematic"
+        A key of :data:`RESAMPLERS`.
+    """
+
+    when: str = "never"
+    ess_threshold: float = 0.5
+    scheme: str = "systematic"
+
+    def __post_init__(self):
+        if self.when not in RESAMPLE_POLICIES:
+            raise ValueError(f"resample={self.when!r} is unknown; choose one of {RESAMPLE_POLICIES}")
+        if not 0.0 < self.ess_threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.ess_threshold}")
+
+    def check_scheme(self) -> None:
+        """Raise for an unknown ``scheme``."""
+        get_resampler(self.scheme)
+
+    def wants(self, ess: float, n: int) -> bool:
+        """Whether to resample a population of ``n`` whose ESS is ``ess``."""
+        return self.when == "always" or (self.when == "ess" and ess < self.ess_threshold * n)
+
+    def indices(self, rng: np.random.Generator, weights: np.ndarray, n: int) -> np.ndarray:
+        """``n`` ancestor indices for normalized ``weights`` by the policy's scheme."""
+        return get_resampler(self.scheme)(rng, weights, n)

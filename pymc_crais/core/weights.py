@@ -7,16 +7,17 @@ emits a floating-point warning for them. ``NaN`` log-weights are treated as ``-i
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import logsumexp as _scipy_logsumexp
 
 __all__ = [
     "clean_log_weights",
-    "logsumexp",
-    "log_mean_exp",
-    "normalize_log_weights",
-    "normalized_weights",
     "ess",
     "ess_from_log_weights",
+    "log_mean_exp",
     "log_z_relative_variance",
+    "logsumexp",
+    "normalize_log_weights",
+    "normalized_weights",
 ]
 
 
@@ -42,7 +43,11 @@ def clean_log_weights(log_weights: np.ndarray) -> np.ndarray:
 
 
 def logsumexp(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
-    """Stable ``log(sum(exp(a)))`` that returns ``-inf`` (no warning) when all entries are ``-inf``.
+    """``log(sum(exp(a)))`` by :func:`scipy.special.logsumexp`, as a float for ``axis=None``.
+
+    The one implementation in the package is SciPy's; this adapter only fixes the return
+    type and the empty case. ``-inf`` entries contribute zero, and all ``-inf`` gives
+    ``-inf`` without a warning.
 
     Parameters
     ----------
@@ -57,13 +62,11 @@ def logsumexp(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:
         The reduction.
     """
     a = np.asarray(a, dtype=np.float64)
-    m = np.max(a, axis=axis, keepdims=True) if a.size else np.array(-np.inf)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
-    if axis is None:
-        return float(out.reshape(()))
-    return np.squeeze(out, axis=axis)
+    if a.size == 0:  # the sum of no terms (SciPy cannot reduce an empty axis of a 2-D array)
+        out = np.full(np.sum(a, axis=axis).shape, -np.inf)
+    else:
+        out = _scipy_logsumexp(a, axis=axis)
+    return float(out) if axis is None else out
 
 
 def log_mean_exp(a: np.ndarray, axis: int | None = None) -> np.ndarray | float:

@@ -23,8 +23,9 @@ import numpy as np
 from pymc.smc.kernels import SMC_KERNEL
 
 from ..core.adaptive import ConstantRateSchedule
-from ..core.anneal import ParamsByTau, mean_correlation
+from ..core.kernel_base import ParamsByTau
 from ..core.kernels import make_kernel
+from ..core.moves import CorrelationStop, Moves
 from ..core.particles import ParticleState
 from ..core.paths import make_path
 from ..core.schedules import interpolate_schedule
@@ -156,23 +157,16 @@ class BatchedSMC(SMC_KERNEL):
         self._params = self._kernel.tune(self._params, self._state(), self._info, None)
 
     def mutate(self):
-        path = make_path(0.0)
-        state = self._state()
-        x_start, prev_corr, acc = state.x, 1.0, []
-        for k in range(self.max_mcmc_steps):
-            if k > 0:
-                self._params = self._kernel.tune(self._params, state, self._info, None)
-            state, self._info = self._kernel.step(
-                self.rng, state, self._density, path, float(self.beta), self._params
-            )
-            acc.append(self._info.acceptance_rate)
-            corr = mean_correlation(x_start, state.x)
-            if prev_corr - corr < self.correlation_threshold or corr < 0.1:
-                break
-            prev_corr = corr
-        self._store(state)
-        self.acc_rate = float(np.mean(acc))
-        self.n_mcmc = len(acc)
+        moves = Moves(self.max_mcmc_steps, CorrelationStop(self.correlation_threshold))
+        res = moves.run(
+            self.rng, self._kernel, self._state(), self._density, make_path(0.0),
+            float(self.beta), self._params,
+            tune=lambda p, s, i: self._kernel.tune(p, s, i, None), info=self._info,
+        )
+        self._params, self._info = res.params, res.info
+        self._store(res.state)
+        self.acc_rate = float(np.mean(res.acceptance_rates))
+        self.n_mcmc = res.n_steps
 
     def sample_stats(self):
         return {

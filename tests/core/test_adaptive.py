@@ -203,3 +203,29 @@ def test_constant_rate_overflowing_variance_takes_the_smallest_step():
     no_floor = ConstantRateSchedule(0.05, min_step=0.0)
     with np.errstate(over="ignore", invalid="ignore"):
         assert 0.0 < no_floor.next_tau(0, 0.0, state, np.zeros(n), path) < 1e-200
+
+
+# ----------------------------------------------------------------------------- names
+def test_rate_and_dtau_names_and_their_old_aliases():
+    new = ConstantRateSchedule(0.3, min_dtau=1e-3, max_dtau=0.2)
+    old = ConstantRateSchedule(delta=0.3, min_step=1e-3, max_step=0.2)
+    for s in (new, old):
+        assert (s.rate, s.min_dtau, s.max_dtau) == (0.3, 1e-3, 0.2)
+        # the public names stay in the recorded settings
+        assert s.describe()["delta"] == 0.3 and s.describe()["max_step"] == 0.2
+    assert ConstantRateSchedule(0.3).max_dtau == 0.125
+    ess = ESSSchedule(0.5, max_step=0.1, min_step=0.01)
+    assert (ess.max_dtau, ess.min_dtau) == (0.1, 0.01) == (ESSSchedule(0.5, 0.1, 0.01).max_dtau, 0.01)
+    with pytest.raises(TypeError, match="rate or its old name delta"):
+        ConstantRateSchedule(0.3, delta=0.3)
+    with pytest.raises(TypeError, match="max_dtau or its old name max_step"):
+        CESSSchedule(0.5, max_dtau=0.1, max_step=0.1)
+    # errors name the keyword the caller used
+    with pytest.raises(ValueError, match="max_step must be in"):
+        ESSSchedule(0.5, max_step=2.0)
+    with pytest.raises(ValueError, match="max_dtau must be in"):
+        ESSSchedule(0.5, max_dtau=2.0)
+    with pytest.raises(ValueError, match="delta must be positive"):
+        ConstantRateSchedule(delta=-1.0)
+    with pytest.raises(ValueError, match="rate must be positive"):
+        ConstantRateSchedule(-1.0)

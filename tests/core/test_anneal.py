@@ -1,4 +1,5 @@
-"""The annealing loop (ALGORITHMS.md §3, §6) on synthetic targets with known log Z."""
+"""The annealing loop (docs/algorithms.md, "Annealed importance sampling" and "Tempered
+SMC") on synthetic targets with known log Z."""
 
 from __future__ import annotations
 
@@ -377,3 +378,56 @@ def test_params_by_tau_lookup_and_replay():
     taus = second.stages["tau"]
     for t, p in zip(taus, second.kernel_params):
         assert p is replay(t)  # exactly the replayed parameters, no tuning on its own particles
+
+
+# ----------------------------------------------------------------------------- options objects
+@pytest.mark.filterwarnings("ignore:max_steps=6")
+def test_options_object_equals_flat_settings():
+    from pymc_crais.core.anneal import AnnealOptions
+    from pymc_crais.core.moves import Moves
+    from pymc_crais.core.resampling import ResamplingPolicy
+
+    def run(**kw):
+        rng = np.random.default_rng(3)
+        return anneal(rng, _make_density(), _x0(3, 300), make_path(0.0),
+                      make_fixed_schedule("linear", 8), make_kernel("rwmh"), **kw)
+
+    flat = run(n_mcmc_steps="auto", max_mcmc_steps=5, resample="ess", threshold=0.7,
+               resampler="multinomial", max_steps=6)
+    opts = AnnealOptions(Moves.auto(5), ResamplingPolicy("ess", 0.7, "multinomial"), max_stages=6)
+    from pymc_crais.warnings import MaxStepsWarning
+
+    with pytest.warns(MaxStepsWarning, match="max_steps=6"):  # a RuntimeWarning subclass
+        obj = run(options=opts)
+    _same(flat, obj)
+    assert obj.hit_max_stages and obj.n_stages == 6
+    _same(flat, run(n_mcmc_steps="auto", max_mcmc_steps=5, resample="ess", threshold=0.7,
+                    resampler="multinomial", max_stages=6))
+
+
+@pytest.mark.parametrize(
+    ("kw", "err", "match"),
+    [
+        ({"max_steps": 5, "max_stages": 5}, TypeError, "max_stages or its old name max_steps"),
+        ({"max_stages": 0}, ValueError, "positive integer"),
+        ({"resampler": "nope"}, ValueError, "nope"),
+        ({"options": "x", "resample": "ess"}, TypeError, "either options or keyword"),
+    ],
+)
+def test_option_errors(kw, err, match):
+    with pytest.raises(err, match=match):
+        anneal(np.random.default_rng(0), _make_density(), _x0(0, 20), make_path(0.0),
+               make_fixed_schedule("linear", 3), make_kernel("rwmh"), **kw)
+
+
+def test_resampling_policy():
+    from pymc_crais.core.resampling import ResamplingPolicy
+
+    assert not ResamplingPolicy("never").wants(1.0, 100)
+    assert ResamplingPolicy("always").wants(100.0, 100)
+    ess = ResamplingPolicy("ess", 0.5)
+    assert ess.wants(49.9, 100) and not ess.wants(50.0, 100)
+    with pytest.raises(ValueError, match="resample='sometimes'"):
+        ResamplingPolicy("sometimes")
+    with pytest.raises(ValueError, match="threshold"):
+        ResamplingPolicy("ess", 0.0)

@@ -1,4 +1,4 @@
-"""Mutation kernels (ALGORITHMS.md §7): invariance of γ_τ, bookkeeping, errors.
+"""Mutation kernels (docs/algorithms.md, "Kernels"): invariance of γ_τ, bookkeeping, errors.
 
 Invariance is checked by starting N particles from *exact* draws of γ_τ, running 20
 transitions with fixed parameters, and comparing the per-coordinate mean, variance (and,
@@ -7,6 +7,8 @@ from the exact moments.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pytest
@@ -216,8 +218,8 @@ def test_invariance_check_detects_a_broken_kernel(kname, params_fn, monkeypatch)
     def accept_all(rng, log_ratio):
         return np.ones(log_ratio.shape[0], dtype=bool), 1.0
 
-    monkeypatch.setattr(kernels_mod, "_accept", accept_all)
     kernel = KERNELS[kname]()
+    monkeypatch.setattr(sys.modules[type(kernel).__module__], "metropolis_accept", accept_all)
     x0 = _draw_gaussian(np.random.default_rng(4), M, S, N)
     state, _, _ = _run(kernel, make_path(0.0), 1.0, x0, seed=10, params_fn=params_fn)
     assert np.max(np.abs(_z_scores_gaussian(state.x, M, S))) > 5.0
@@ -329,3 +331,112 @@ def test_rwmh_rejects_moves_to_zero_density():
         assert 0 < info.acceptance_rate < 1
     assert np.all(state.x[:, 0] >= 0)
     assert np.all(np.isfinite(state.delta))
+
+
+# ----------------------------------------------------------------------------- per-level hooks
+def _population(kernel, n=60, seed=0):
+    x = np.random.default_rng(seed).standard_normal((n, D)) * np.array([1.0, 2.0, 0.5])
+    dens = FunctionDensity(D, _log_q0, _log_q0, lambda x: -x, lambda x: -x, None)
+    return ParticleState.evaluate(dens, x, gradient=kernel.needs_gradient)
+
+
+@pytest.mark.parametrize("name", ["hmc", "mala", "rwmh", "imh"])
+def test_level_params_same_at_every_level(name):
+    k = make_kernel(name)
+    p = k.init(_population(k))
+    lp = k.level_params(p, 4)
+    assert lp.n_levels == 4
+    levels = np.array([3, 0, 0, 2, 1])
+    sel = k.select_level_params(lp, levels)
+    if name == "imh":
+        assert lp.log_step is None and np.isnan(lp.step_sizes()).all()
+        assert sel is p
+        return
+    step = p.scale if name == "rwmh" else p.step_size
+    np.testing.assert_allclose(lp.step_sizes(), step, rtol=1e-15)
+    got = sel.scale if name == "rwmh" else sel.step_size
+    assert got.shape == (levels.size, 1)
+    np.testing.assert_allclose(got[:, 0], step, rtol=1e-15)
+    if name in ("hmc", "mala"):
+        np.testing.assert_array_equal(sel.inv_mass, np.tile(p.inv_mass, (levels.size, 1)))
+    else:
+        assert lp.inv_mass is None
+        np.testing.assert_array_equal(sel.chol, p.chol)
+
+
+@pytest.mark.parametrize("name", ["hmc", "mala"])
+def test_stack_level_params_step_and_mass(name):
+    k = make_kernel(name)
+    p0 = k.init(_population(k))
+    from dataclasses import replace
+
+    stages = [replace(p0, step_size=s, inv_mass=np.full(D, v)) for s, v in ((0.1, 1.0), (0.2, 2.0), (0.4, 3.0))]
+    lp = k.stack_level_params(stages)
+    sel = k.select_level_params(lp, np.array([2, 0, 1, 2]))
+    np.testing.assert_allclose(sel.step_size[:, 0], [0.4, 0.1, 0.2, 0.4])
+    np.testing.assert_allclose(sel.inv_mass[:, 0], [3.0, 1.0, 2.0, 3.0])
+    np.testing.assert_allclose(lp.step_sizes(), [0.1, 0.2, 0.4])
+
+
+def test_stack_level_params_rwmh_rescales_to_the_last_factor():
+    """One covariance factor (the last level's); each level's scale keeps its proposal's
+    average standard deviation: scale_k · sd(L_k) = scale'_k · sd(L_K)."""
+    from pymc_crais.core.kernels import RWMHParams
+
+    k = RandomWalkMetropolis()
+    stages = [RWMHParams(s, np.eye(D) * f) for s, f in ((0.5, 4.0), (1.0, 2.0), (2.0, 1.0))]
+    lp = k.stack_level_params(stages)
+    assert lp.base is stages[-1]
+    np.testing.assert_allclose(lp.step_sizes(), [0.5 * 4.0, 1.0 * 2.0, 2.0 * 1.0], rtol=1e-14)
+    sel = k.select_level_params(lp, np.array([0, 2]))
+    np.testing.assert_allclose(sel.scale[:, 0], [2.0, 2.0], rtol=1e-14)
+    np.testing.assert_array_equal(sel.chol, np.eye(D))
+
+
+@pytest.mark.parametrize(("name", "lo", "hi"), [("hmc", 1e-6, 10.0), ("mala", 1e-6, 10.0), ("rwmh", 1e-5, 1e3)])
+def test_adapt_level_params_moves_visited_levels_towards_target(name, lo, hi):
+    k = make_kernel(name)
+    lp = k.level_params(k.init(_population(k)), 4)
+    before = lp.log_step.copy()
+    levels = np.array([0, 0, 0, 0, 1, 1, 3, 3])
+    moved = np.array([1, 1, 1, 1, 0, 0, 1, 0], dtype=bool)
+    k.adapt_level_params(lp, levels, moved, 0.1)
+    t = k.target_accept
+    np.testing.assert_allclose(lp.log_step - before, [0.1 * (1 - t), 0.1 * (0 - t), 0.0, 0.1 * (0.5 - t)], atol=1e-15)
+    for _ in range(2000):  # always accepted: clipped at the upper bound
+        k.adapt_level_params(lp, levels, np.ones(8, dtype=bool), 1.0)
+    np.testing.assert_allclose(lp.step_sizes()[[0, 1, 3]], hi)
+    for _ in range(4000):
+        k.adapt_level_params(lp, levels, np.zeros(8, dtype=bool), 1.0)
+    np.testing.assert_allclose(lp.step_sizes()[[0, 1, 3]], lo)
+    assert lp.step_sizes()[2] == pytest.approx(np.exp(before[2]))  # never visited
+
+
+def test_adapt_level_params_imh_keeps_its_parameters():
+    k = make_kernel("imh")
+    p = k.init(_population(k))
+    lp = k.level_params(p, 3)
+    k.adapt_level_params(lp, np.array([0, 1]), np.array([True, False]), 0.1)
+    assert k.select_level_params(lp, np.array([0, 1, 2])) is p
+
+
+def test_kernel_without_level_hooks_raises_a_clear_error():
+    class Plain(kernels_mod.MutationKernel):
+        def init(self, state):
+            return None
+
+        def tune(self, params, state, info, log_weights=None):
+            return None
+
+        def step(self, rng, state, density, path, tau, params):
+            return state, KernelInfo(1.0, state.n)
+
+    k = Plain()
+    for call in (
+        lambda: k.level_params(None, 3),
+        lambda: k.stack_level_params([None]),
+        lambda: k.select_level_params(None, np.zeros(2, dtype=int)),
+        lambda: k.adapt_level_params(None, None, None, 0.1),
+    ):
+        with pytest.raises(NotImplementedError, match="Plain does not implement .*level_params"):
+            call()

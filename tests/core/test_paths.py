@@ -1,9 +1,10 @@
-"""Annealing paths (ALGORITHMS.md §2): endpoints, the α → 0 limit, the closed form,
+"""Annealing paths (docs/algorithms.md, "Paths"): endpoints, the α → 0 limit, the closed form,
 the gradient weight, and the handling of extreme / non-finite Δ."""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
 import numpy as np
@@ -11,7 +12,13 @@ import pytest
 
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.particles import ParticleState
-from pymc_crais.core.paths import GeometricPath, PowerMeanPath, make_path
+from pymc_crais.core.paths import (
+    AnnealingPath,
+    ArrayTauPath,
+    GeometricPath,
+    PowerMeanPath,
+    make_path,
+)
 
 ALPHAS = [-0.5, 0.5, 1.0, 2.0]
 ALL_PATHS = [(0.0, 0.0), (0.0, 3.0)] + [(a, c) for a in ALPHAS for c in (0.0, 3.0)]
@@ -346,3 +353,93 @@ def test_path_classes_validate_alpha():
         PowerMeanPath(0.0, 0.0)
     with pytest.raises(ValueError):
         PowerMeanPath(np.nan, 0.0)
+
+
+# ----------------------------------------------------------------------------- one τ per particle
+PP_PATHS = [make_path(0.0), make_path(0.0, c=0.4), make_path(0.5, c=0.3), make_path(-0.7, c=-0.2), make_path(1.0)]
+
+
+def _per_particle_case(seed=0, n=300):
+    rng = np.random.default_rng(seed)
+    taus = np.array([0.0, 1e-4, 0.3, 0.77, 1.0])[rng.integers(0, 5, size=n)]
+    delta = rng.normal(-2.0, 3.0, size=n)
+    delta[:4] = [-np.inf, np.nan, 50.0, -1e4]
+    return taus, delta
+
+
+@pytest.mark.parametrize("p", PP_PATHS, ids=lambda p: p.describe())
+def test_per_particle_methods_equal_the_scalar_ones(p):
+    taus, delta = _per_particle_case()
+    taus_from = np.maximum(taus - 0.2, 0.0)
+    one = [slice(i, i + 1) for i in range(delta.size)]
+    want_h = np.array([p.log_ratio(t, delta[s])[0] for t, s in zip(taus, one, strict=True)])
+    want_w = np.array([p.gradient_weight(t, delta[s])[0] for t, s in zip(taus, one, strict=True)])
+    want_inc = np.array(
+        [p.log_increment(f, t, delta[s])[0] for f, t, s in zip(taus_from, taus, one, strict=True)]
+    )
+    np.testing.assert_allclose(p.log_ratio_per_particle(taus, delta), want_h, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(p.gradient_weight_per_particle(taus, delta), want_w, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(
+        p.log_increment_per_particle(taus_from, taus, delta), want_inc, rtol=1e-14, atol=1e-14
+    )
+    # one τ for all particles broadcasts
+    np.testing.assert_allclose(p.log_ratio_per_particle(0.3, delta), p.log_ratio(0.3, delta), rtol=1e-14)
+
+
+@pytest.mark.parametrize("p", PP_PATHS, ids=lambda p: p.describe())
+def test_closed_forms_equal_the_generic_level_by_level_ones(p):
+    """A path's own closed forms (the geometric path's) give the generic methods' bits."""
+    taus, delta = _per_particle_case(1)
+    ladder = np.array([0.0, 0.01, 0.2, 0.5, 0.9, 1.0])
+    base = AnnealingPath
+    np.testing.assert_array_equal(
+        p.log_ratio_per_particle(taus, delta), base.log_ratio_per_particle(p, taus, delta)
+    )
+    np.testing.assert_array_equal(
+        p.gradient_weight_per_particle(taus, delta), base.gradient_weight_per_particle(p, taus, delta)
+    )
+    np.testing.assert_array_equal(p.ladder_log_ratio(ladder, delta), base.ladder_log_ratio(p, ladder, delta))
+    np.testing.assert_array_equal(
+        p.ladder_tau_derivative(ladder, delta), base.ladder_tau_derivative(p, ladder, delta)
+    )
+
+
+@pytest.mark.parametrize("p", PP_PATHS, ids=lambda p: p.describe())
+def test_tau_derivative_against_finite_differences(p):
+    delta = np.random.default_rng(2).normal(-1.0, 2.0, size=50)
+    assert p.has_tau_derivative
+    for t in (0.05, 0.4, 0.8):
+        h = 1e-6
+        fd = (p.log_ratio(t + h, delta) - p.log_ratio(t - h, delta)) / (2 * h)
+        np.testing.assert_allclose(p.tau_derivative(t, delta), fd, rtol=1e-6, atol=1e-6)
+    ladder = np.array([0.0, 0.3, 1.0])
+    dk = p.ladder_tau_derivative(ladder, delta)
+    assert dk.shape == (3, delta.size)
+    for k, t in enumerate(ladder):
+        np.testing.assert_allclose(dk[k], p.tau_derivative(t, delta), rtol=1e-14)
+    assert p.constant_tau_derivative == (p.alpha == 0.0)
+
+
+def test_a_path_without_tau_derivative_says_so():
+    @dataclass(frozen=True)
+    class Scaled(AnnealingPath):
+        """h = τ² (Δ − c): a valid path with no tau_derivative."""
+
+        name = "scaled"
+
+        def log_ratio(self, tau, delta):
+            return tau**2 * (np.where(np.isnan(delta), -np.inf, delta) - self.c)
+
+        def gradient_weight(self, tau, delta):
+            return np.full(np.shape(delta), tau**2)
+
+    p = Scaled()
+    assert not p.has_tau_derivative
+    with pytest.raises(TypeError, match="tau_derivative"):
+        p.tau_derivative(0.5, np.zeros(3))
+    # the generic per-particle methods work from the scalar ones
+    taus, delta = np.array([0.0, 0.5, 1.0]), np.array([1.0, 2.0, -np.inf])
+    np.testing.assert_array_equal(p.log_ratio_per_particle(taus, delta), [0.0, 0.5, -np.inf])
+    view = ArrayTauPath(p)
+    np.testing.assert_array_equal(view.log_density(taus, np.ones(3), delta), [1.0, 1.5, -np.inf])
+    np.testing.assert_array_equal(view.gradient_weight(taus, delta), [0.0, 0.25, 1.0])

@@ -1,4 +1,4 @@
-"""Resampling schemes (ALGORITHMS.md §6): unbiased offspring counts and scheme-specific
+"""Resampling schemes (docs/algorithms.md, "Tempered SMC"): unbiased offspring counts and scheme-specific
 structure."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""RTS and thermodynamic integration in the NumPy core (ALGORITHMS.md §8).
+"""RTS and thermodynamic integration in the NumPy core (docs/algorithms.md, RTS section).
 
 The end-to-end cases use a mean-shift Gaussian: ``q0 = N(0, I)``, ``Δ(x) = b·x + C``, so that
 ``γ_τ = N(τ b, I)``, ``log Z_τ = τ C + τ² |b|² / 2`` and ``E_τ[Δ] = C + τ |b|²`` is linear in
@@ -18,7 +18,6 @@ from pymc_crais.core.particles import ParticleState
 from pymc_crais.core.paths import make_path
 from pymc_crais.core.rts import (
     ArrayTauPath,
-    LevelParams,
     ladder_log_ratio,
     rts,
     rts_update,
@@ -167,10 +166,10 @@ def test_batched_kernel_at_per_particle_temperatures_is_invariant(kernel, rng):
     x = mean + rng.standard_normal((n, D))
     k = make_kernel(kernel)
     state = ParticleState.evaluate(density, x, gradient=k.needs_gradient)
-    params = LevelParams.from_params(k.init(state), ladder.size)
+    params = k.level_params(k.init(state), ladder.size)
     params.log_step += np.log([1.5, 0.7, 1.0, 0.4])  # deliberately different per level
     path = ArrayTauPath(make_path(0.0))
-    p = params.for_levels(levels)
+    p = k.select_level_params(params, levels)
     for _ in range(20):
         state, info = k.step(rng, state, density, path, ladder[levels], p)
     assert 0.05 < info.acceptance_rate < 1.0
@@ -186,8 +185,8 @@ def test_level_params_from_stages_and_for_levels():
     from dataclasses import replace
 
     stages = [replace(p0, step_size=s, inv_mass=np.full(D, v)) for s, v in ((0.1, 1.0), (0.2, 2.0), (0.4, 3.0))]
-    lp = LevelParams.from_stages(stages)
-    got = lp.for_levels(np.array([2, 0, 1]))
+    lp = k.stack_level_params(stages)
+    got = k.select_level_params(lp, np.array([2, 0, 1]))
     np.testing.assert_allclose(got.step_size[:, 0], [0.4, 0.1, 0.2])
     np.testing.assert_allclose(got.inv_mass[:, 0], [3.0, 1.0, 2.0])
     np.testing.assert_allclose(lp.step_sizes(), [0.1, 0.2, 0.4])
@@ -293,7 +292,7 @@ def test_same_seed_same_result():
 def test_initial_loop_cap_warns():
     density = shift_density()
     rng = np.random.default_rng(1)
-    with pytest.warns(RuntimeWarning, match="max_init_rounds=1"):
+    with pytest.warns(match="max_init_rounds=1"):
         res = rts(rng, density, density.sample_q0(rng, 50), make_path(0.0), linear_schedule(9),
                   make_kernel("hmc"), n_sweeps=5, n_init_sweeps=4, max_init_rounds=1, tol=1e-6)
     assert not res.init_converged
@@ -323,3 +322,42 @@ def test_tau_derivative_at_tau_one_for_very_low_delta():
     d = np.array([-85.0, -200.0])
     x = 0.5 * d
     np.testing.assert_allclose(tau_derivative(path, 1.0, d), -np.expm1(-x) / 0.5, rtol=1e-12)
+
+
+def test_options_object_equals_keyword_settings():
+    from pymc_crais.core.rts import RTSOptions
+
+    density = shift_density()
+
+    def run(**kw):
+        rng = np.random.default_rng(11)
+        return rts(rng, density, density.sample_q0(rng, 40), make_path(0.5), linear_schedule(4),
+                   make_kernel("mala"), **kw)
+
+    settings = dict(n_sweeps=6, n_init_sweeps=4, max_init_rounds=2, n_groups=4, tol=10.0)
+    a, b = run(**settings), run(options=RTSOptions(**settings))
+    assert a.log_marginal_likelihood == b.log_marginal_likelihood
+    assert a.log_z_rbti == b.log_z_rbti
+    np.testing.assert_array_equal(a.posterior_x, b.posterior_x)
+    with pytest.raises(TypeError, match="either options or keyword"):
+        run(options=RTSOptions(**settings), n_sweeps=3)
+
+
+def test_rts_with_a_kernel_without_level_hooks_fails_clearly():
+    from pymc_crais.core.kernels import KernelInfo, MutationKernel
+
+    class Plain(MutationKernel):
+        def init(self, state):
+            return None
+
+        def tune(self, params, state, info, log_weights=None):
+            return None
+
+        def step(self, rng, state, density, path, tau, params):
+            return state, KernelInfo(1.0, state.n)
+
+    density = shift_density()
+    rng = np.random.default_rng(0)
+    with pytest.raises(NotImplementedError, match="Plain does not implement level_params"):
+        rts(rng, density, density.sample_q0(rng, 20), make_path(0.0), linear_schedule(3), Plain(),
+            warm_start=None)

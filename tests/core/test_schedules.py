@@ -1,4 +1,4 @@
-"""Fixed annealing schedules (ALGORITHMS.md §5)."""
+"""Fixed annealing schedules (docs/algorithms.md, "Schedules")."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_linear(n_steps):
 def test_sigmoid(n_steps, scale):
     taus = sigmoid_schedule(n_steps, scale=scale)
     _check_shape_and_ends(taus, n_steps)
-    # independent formula (ALGORITHMS.md §5)
+    # independent formula (docs/algorithms.md, "Schedules")
     k = np.arange(n_steps + 1) / n_steps
     sig = lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))  # noqa: E731
     ref = (sig(scale * (k - 0.5)) - sig(-scale / 2)) / (sig(scale / 2) - sig(-scale / 2))

@@ -1,0 +1,147 @@
+"""The move object (core/moves.py): transition counts, the "auto" stopping rule, re-tuning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from pymc_crais.core.kernels import KernelInfo, MutationKernel
+from pymc_crais.core.moves import CorrelationStop, Moves, mean_correlation
+from pymc_crais.core.particles import ParticleState
+
+
+@dataclass
+class _Shrink(MutationKernel):
+    """A deterministic kernel: ``x ← factor · x + shift`` (so the correlation with the start
+    follows a known sequence), recording the parameters it was given."""
+
+    factor: float = 0.5
+    noise: float = 0.0
+    name = "shrink"
+
+    def __post_init__(self):
+        self.seen = []
+
+    def init(self, state):
+        return 0
+
+    def tune(self, params, state, info, log_weights=None):
+        return params + 1
+
+    def step(self, rng, state, density, path, tau, params):
+        self.seen.append(params)
+        x = self.factor * state.x + self.noise * rng.standard_normal(state.x.shape)
+        x[0] = state.x[0]  # particle 0 never moves
+        z = np.zeros(state.n)
+        return ParticleState(x, z, z), KernelInfo(0.25 * len(self.seen), state.n)
+
+
+def _state(rng, n=200, d=3):
+    z = np.zeros(n)
+    return ParticleState(rng.standard_normal((n, d)), z, z)
+
+
+def test_fixed_moves_make_exactly_n_steps_and_retune_between(rng):
+    k = _Shrink()
+    res = Moves.fixed(3).run(
+        rng, k, _state(rng), None, None, 0.5, 10, tune=lambda p, s, i: k.tune(p, s, i)
+    )
+    assert res.n_steps == 3
+    assert k.seen == [10, 11, 12]  # tuned before every transition after the first
+    assert res.params == 12
+    assert res.acceptance_rates == [0.25, 0.5, 0.75]
+    assert res.acceptance_rate == pytest.approx(0.5)
+    assert not res.moved[0] and res.moved[1:].all()
+
+
+def test_no_retune_without_tune_function_or_when_disabled(rng):
+    k = _Shrink()
+    Moves.fixed(3).run(rng, k, _state(rng), None, None, 0.5, 10)
+    assert k.seen == [10, 10, 10]
+    k = _Shrink()
+    Moves.fixed(3, retune=False).run(
+        rng, k, _state(rng), None, None, 0.5, 10, tune=lambda p, s, i: p + 1
+    )
+    assert k.seen == [10, 10, 10]
+
+
+def test_zero_moves_keep_state_params_and_info(rng):
+    st = _state(rng)
+    info = KernelInfo(0.3, 5)
+    res = Moves.fixed(0).run(rng, _Shrink(), st, None, None, 0.5, 7, info=info)
+    assert res.state is st and res.params == 7 and res.info is info
+    assert res.n_steps == 0 and np.isnan(res.acceptance_rate) and not res.moved.any()
+
+
+def test_auto_rule_stops_when_correlation_stops_falling(rng):
+    """Noise-free shrinking keeps the correlation at 1 (no decrease): one transition."""
+    res = Moves.auto(20, 0.01).run(rng, _Shrink(factor=0.5), _state(rng), None, None, 0.5, 0)
+    assert res.n_steps == 1
+
+
+def test_auto_rule_against_a_direct_implementation(rng):
+    """The rule, written out: stop after transition k once corr_{k-1} − corr_k < tol or
+    corr_k < 0.1 (corr_0 = 1), at most max_steps transitions."""
+    for tol, cap, noise in ((0.01, 20, 0.3), (0.05, 20, 0.3), (0.0, 6, 0.3), (0.2, 20, 1.0)):
+        st = _state(np.random.default_rng(1))
+        res = Moves.auto(cap, tol).run(
+            np.random.default_rng(2), _Shrink(0.9, noise), st, None, None, 0.5, 0
+        )
+        # replay with the same random numbers
+        r2, x, prev, n = np.random.default_rng(2), st.x, 1.0, 0
+        for _ in range(cap):
+            x_new = 0.9 * x + noise * r2.standard_normal(x.shape)
+            x_new[0] = x[0]
+            x, n = x_new, n + 1
+            corr = mean_correlation(st.x, x)
+            if prev - corr < tol or corr < 0.1:
+                break
+            prev = corr
+        assert res.n_steps == n, (tol, cap, noise)
+        np.testing.assert_array_equal(res.state.x, x)
+    assert 1 < n <= cap
+
+
+def test_stopping_rule_is_pluggable(rng):
+    class AfterTwo:
+        def start(self, state):
+            class T:
+                k = 0
+
+                def done(self, state):
+                    self.k += 1
+                    return self.k >= 2
+
+            return T()
+
+    res = Moves(10, AfterTwo()).run(rng, _Shrink(), _state(rng), None, None, 0.5, 0)
+    assert res.n_steps == 2
+
+
+def test_mean_correlation():
+    a = np.random.default_rng(0).standard_normal((500, 2))
+    assert mean_correlation(a, a) == pytest.approx(1.0)
+    assert mean_correlation(a, -a) == pytest.approx(-1.0)
+    assert mean_correlation(np.ones((5, 2)), a[:5]) == 0.0  # no spread: no information
+
+
+@pytest.mark.parametrize(
+    ("setting", "match"),
+    [
+        ({"n_mcmc_steps": "many"}, "n_mcmc_steps must be an integer or 'auto'"),
+        ({"n_mcmc_steps": -1}, "non-negative"),
+        ({"n_mcmc_steps": 1.5}, "non-negative"),
+        ({"n_mcmc_steps": "auto", "max_mcmc_steps": 0}, "max_mcmc_steps"),
+        ({"n_mcmc_steps": "auto", "correlation_threshold": 1.0}, "correlation_threshold"),
+    ],
+)
+def test_from_setting_errors(setting, match):
+    with pytest.raises(ValueError, match=match):
+        Moves.from_setting(**setting)
+
+
+def test_from_setting():
+    assert Moves.from_setting(3) == Moves(3, None)
+    assert Moves.from_setting("auto", 7, 0.05) == Moves(7, CorrelationStop(0.05))
