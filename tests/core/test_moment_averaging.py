@@ -125,7 +125,7 @@ def test_moment_averaging_intermediate_moments(tau):
     mean = (1 - tau) * p0.mean + tau * p1.mean
     np.testing.assert_allclose(g.mean, mean, rtol=1e-12)
     np.testing.assert_allclose(g.cov, second - np.outer(mean, mean), rtol=1e-10, atol=1e-12)
-    m, half_s = g.moments
+    _, half_s = g.moments
     np.testing.assert_allclose(half_s, -0.5 * second, rtol=1e-10)
     assert g.log_z == pytest.approx((1 - tau) * p0.log_z + tau * p1.log_z)
     assert _grid_log_z(g) == pytest.approx(g.log_z, abs=1e-6)
