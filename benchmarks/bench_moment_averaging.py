@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pymc_crais.core.moment_averaging import (  # noqa: E402
+from pymc_crais.core.moment_averaging import (
     Gaussian,
     ais_log_weights,
     expected_log_weight,
@@ -46,7 +46,7 @@ from pymc_crais.core.moment_averaging import (  # noqa: E402
     make_gaussian_path,
     optimal_binned_schedule,
 )
-from pymc_crais.core.thermodynamic import fisher_metric, thermodynamic_schedule  # noqa: E402
+from pymc_crais.core.thermodynamic import fisher_metric, thermodynamic_schedule
 
 RHO = 0.85
 N_INTERMEDIATE = (10, 15, 25, 40, 65, 100, 250, 500, 1000)
@@ -169,7 +169,7 @@ def pilot_metric(path, grid: np.ndarray, n: int, rng: np.random.Generator) -> np
     """
     out = np.empty(grid.size)
     for i, t in enumerate(grid):
-        a, b = (grid[i], grid[i + 1]) if i + 1 < grid.size else (grid[i - 1], grid[i])
+        a, b = (t, grid[i + 1]) if i + 1 < grid.size else (grid[i - 1], t)
         x = path.at(float(t)).sample(rng, n)
         u = (path.at(float(b)).log_density(x) - path.at(float(a)).log_density(x)) / (b - a)
         out[i] = fisher_metric(u)
