@@ -160,36 +160,48 @@ def plot_gaussian(result: dict, out: str) -> None:
     print(f"wrote {out}")
 
 
-def pilot_metric(path, grid: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Variance of the increments per unit τ at each grid point, from exact draws.
+def pilot_metric(path, grid: np.ndarray, n: int, rng: np.random.Generator, h=1e-6) -> np.ndarray:
+    """``G(τ_i) = Var[∂_τ log f_τ]`` at each grid point from ``n`` exact draws of ``p_{τ_i}``.
 
-    ``(log f_{τ_{i+1}} − log f_{τ_i}) / (τ_{i+1} − τ_i)`` at draws of ``p_{τ_i}`` (the last
-    point re-uses the previous increment's ratio at draws of ``p_1``); for the geometric path
-    this is ``Δ`` itself.
+    The score is a central difference with a tiny ``h`` (the local derivative, which for the
+    package's own paths is :func:`~pymc_crais.core.thermodynamic.path_score`; for the
+    geometric path it is ``Δ`` itself). The variance of the *secant* increments over a coarse
+    grid underestimates ``G`` where it changes fast (the MA path's ends) and gives a poor
+    schedule there.
     """
     out = np.empty(grid.size)
     for i, t in enumerate(grid):
-        a, b = (t, grid[i + 1]) if i + 1 < grid.size else (grid[i - 1], t)
         x = path.at(float(t)).sample(rng, n)
-        u = (path.at(float(b)).log_density(x) - path.at(float(a)).log_density(x)) / (b - a)
+        lo, hi = max(t - h, 0.0), min(t + h, 1.0)
+        u = (path.at(hi).log_density(x) - path.at(lo).log_density(x)) / (hi - lo)
         out[i] = fisher_metric(u)
     return out
+
+
+def end_dense_grid(n: int, smallest: float = 1e-3) -> np.ndarray:
+    """``n`` points from 0 to 1, log-spaced towards both ends (``smallest`` from each end)."""
+    half = np.geomspace(smallest, 0.5, n // 2)
+    return np.unique(np.concatenate([[0.0], half, 1.0 - half, [1.0]]))
 
 
 def part_schedule(args) -> dict:
     p0, p1 = paper_pair()
     rng = np.random.default_rng(args.seed + 1)
-    grid = np.linspace(0.0, 1.0, args.pilot_grid)
+    grids = {
+        "linear grid": np.linspace(0.0, 1.0, args.pilot_grid),
+        "end-dense grid": end_dense_grid(args.pilot_grid),
+    }
     rows = []
     for name in ("geometric", "moment_averaging"):
         path = make_gaussian_path(name, p0, p1)
-        metric = pilot_metric(path, grid, args.pilot_n, rng)
+        metrics = {g: pilot_metric(path, grid, args.pilot_n, rng) for g, grid in grids.items()}
         for k in (11, 26, 101, 1001):
             scheds = {
                 "linear": np.linspace(0.0, 1.0, k + 1),
                 "binned (exact F_j)": optimal_binned_schedule(path, k, n_bins=10),
-                "thermodynamic (pilot)": thermodynamic_schedule(grid, metric, k),
             }
+            for g, grid in grids.items():
+                scheds[f"pilot, {g}"] = thermodynamic_schedule(grid, metrics[g], k)
             for label, taus in scheds.items():
                 bias = -expected_log_weight(path, taus)
                 ests = [
@@ -202,7 +214,7 @@ def part_schedule(args) -> dict:
                     {"path": name, "K": k, "schedule": label, "bias": bias, "gibbs_log_z": ests}
                 )
                 print(
-                    f"{PATH_LABEL[name]} K={k:5d} {label:22s} exact Σ KL {bias:9.3f}  "
+                    f"{PATH_LABEL[name]} K={k:5d} {label:24s} exact Σ KL {bias:9.3f}  "
                     f"Gibbs log Ẑ {np.mean(ests):8.2f} [{min(ests):7.2f}, {max(ests):7.2f}]",
                     flush=True,
                 )
