@@ -152,8 +152,13 @@ def thermodynamic_schedule(tau, metric, n_steps: int, *, floor: float = 1e-3) ->
         Strictly increasing grid from 0 to 1 (the pilot's τ values).
     metric : array_like, shape (n,)
         Estimates of ``G(τ_i) = Var_{τ_i}[∂_τ log γ_τ]`` (``Var(Δ)`` for the geometric path;
-        see :func:`path_score` for a power-mean path). Negative or non-finite values are
-        errors.
+        see :func:`path_score` for a power-mean path). Negative values are errors, and so
+        are non-finite ones except at ``τ = 0`` and ``τ = 1``: there a ``nan`` or ``inf``
+        is replaced by the neighbouring estimate. A power-mean path's metric can diverge
+        at an end (α > 0 at τ = 1, α < 0 at τ = 0, when the far end is much narrower than
+        the near one) and a finite pilot then reports a huge, noisy value there; pass
+        ``nan`` for it, or the trapezoid over the last interval would take almost all the
+        steps.
     n_steps : int
         Number of steps ``K`` of the returned schedule.
     floor : float, default 1e-3
@@ -170,8 +175,15 @@ def thermodynamic_schedule(tau, metric, n_steps: int, *, floor: float = 1e-3) ->
     g = np.asarray(metric, dtype=float)
     if g.shape != t.shape:
         raise ValueError(f"metric must have the shape of tau {t.shape}, got {g.shape}")
+    g = g.copy()
+    for end, inner in ((0, 1), (-1, -2)):
+        if not np.isfinite(g[end]) and np.size(g) > 2:
+            g[end] = g[inner]
     if not np.all(np.isfinite(g)) or np.any(g < 0):
-        raise ValueError("metric must be finite and non-negative (a variance per τ)")
+        raise ValueError(
+            "metric must be finite and non-negative (a variance per τ); only its first and "
+            "last entries may be nan or inf (unknown or divergent: the neighbour's is used)"
+        )
     k = _check_k(n_steps)
     if not (np.isfinite(floor) and 0 < floor <= 1):
         raise ValueError(f"floor must be in (0, 1], got {floor!r}")
@@ -265,6 +277,11 @@ def fisher_metric(score, log_weights=None) -> float:
     ok = np.isfinite(u) & np.isfinite(lw)
     if np.count_nonzero(ok) < 2:
         return 0.0
-    w = np.exp(lw[ok] - logsumexp(lw[ok]))
-    mean = np.sum(w * u[ok])
-    return float(np.sum(w * (u[ok] - mean) ** 2))
+    lwn = lw[ok] - logsumexp(lw[ok])
+    u = u[ok]
+    mean = np.sum(np.exp(lwn) * u)
+    # In log space: a power-mean score can exceed 1e154 far outside p_τ (e.g. at τ = 1), where
+    # its weight is tiny; squaring it directly would overflow although w (u − ū)² does not.
+    with np.errstate(divide="ignore"):
+        log_dev2 = 2.0 * np.log(np.abs(u - mean))
+    return float(np.exp(logsumexp(lwn + log_dev2)))
