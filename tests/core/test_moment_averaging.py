@@ -21,6 +21,7 @@ from pymc_crais.core.moment_averaging import (
     make_gaussian_path,
     optimal_binned_schedule,
     segment_costs,
+    thermodynamic_length,
 )
 from pymc_crais.core.thermodynamic import (
     binned_allocation,
@@ -404,3 +405,25 @@ def test_pilot_schedule_on_a_power_mean_path(alpha, ratio):
     k = 30
     s = thermodynamic_schedule(grid, metric, k)
     assert sum_kl(s) < ratio * sum_kl(np.linspace(0, 1, k + 1))
+
+
+def test_thermodynamic_length_and_the_optimal_cost():
+    # Seed 004's appendix example: N(−½, σ²) to N(½, σ²). Geometric: ℓ = 1/σ and the linear
+    # schedule is optimal (F = ℓ²/2 = 1/(2σ²)). Moment averaging: same F, but a much shorter
+    # path, and the equal-length schedule reaches K · Σ KL ≈ ℓ²/2.
+    sd = 0.1
+    p0 = Gaussian(np.array([-0.5]), np.array([[sd**2]]))
+    p1 = Gaussian(np.array([0.5]), np.array([[sd**2]]))
+    ga = GeometricGaussianPath(p0, p1)
+    assert thermodynamic_length(ga) == pytest.approx(1 / sd, rel=1e-6)
+    assert segment_costs(ga, [0.0, 1.0])[0] == pytest.approx(0.5 / sd**2, rel=1e-10)
+    ma = MomentAveragingGaussianPath(p0, p1)
+    ell = thermodynamic_length(ma)
+    assert ell**2 / 2 < 0.4 * segment_costs(ma, [0.0, 1.0])[0]
+    half = np.geomspace(1e-6, 0.5, 400)
+    grid = np.unique(np.r_[0.0, half, 1.0 - half, 1.0])
+    length = np.r_[0.0, np.cumsum(np.sqrt(2 * segment_costs(ma, grid)))]
+    k = 2000
+    sched = np.interp(np.linspace(0, length[-1], k + 1), length, grid)
+    sched[0], sched[-1] = 0.0, 1.0
+    assert k * -expected_log_weight(ma, sched) == pytest.approx(ell**2 / 2, rel=1e-2)
