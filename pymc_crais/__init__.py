@@ -14,6 +14,9 @@ CRSMC, BatchedSMC
     Drop-in kernels for ``pm.sample_smc(kernel=...)``.
 log_marginal_likelihood
     Combine the chains of a result into ``(log Z, mcse)``.
+diagnose, UnreliableEvidenceWarning
+    The report of a run's diagnostics; the warning every run raises when its ``log Z`` or
+    error bar cannot be trusted.
 compare, bayes_factor
     Rank models by evidence; log Bayes factors and model probabilities with MC errors.
 plot_schedule, plot_log_weights, plot_evidence
@@ -36,7 +39,9 @@ from .pymc.sampling import (
 )
 from .pymc.smc import sample_smc
 from .pymc.smc_kernels import CRSMC, BatchedSMC
-from .results import ChainDisagreementWarning, log_marginal_likelihood
+from .diagnostics import Diagnosis, diagnose
+from .results import log_marginal_likelihood
+from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning
 
 __version__ = "0.1.0"
 
@@ -45,16 +50,19 @@ __all__ = [
     "BatchedSMC",
     "ChainDisagreementWarning",
     "ChainFailedError",
+    "Diagnosis",
     "GaussianInitial",
     "ObservedDataMismatchError",
     "PerParticleFallbackWarning",
     "StudentTInitial",
     "SamplerResult",
+    "UnreliableEvidenceWarning",
     "WeightsVanishedError",
     "__version__",
     "bayes_factor",
     "compare",
     "datasets",
+    "diagnose",
     "models",
     "plot_evidence",
     "plot_log_weights",

@@ -30,6 +30,7 @@ from .particles import ParticleState
 from .paths import AnnealingPath
 from .resampling import get_resampler
 from .schedules import Schedule
+from .tails import coordinate_correlations, log_weight_tail
 from .weights import clean_log_weights, ess_from_log_weights, logsumexp
 
 __all__ = ["AnnealResult", "ParamsByTau", "WeightsVanishedError", "anneal", "RESAMPLE_POLICIES"]
@@ -60,9 +61,15 @@ class StageRecord:
     log_z_increment: list = field(default_factory=list)
     mcmc_steps: list = field(default_factory=list)
     resampled: list = field(default_factory=list)
+    # diagnostics (pymc_crais.diagnostics): mean and max over coordinates of the correlation
+    # of the particles after the stage's moves with their positions before (NaN: no move),
+    # and the M + 1 largest of the stage's incremental log-weights log W + incr (core.tails)
+    move_correlation: list = field(default_factory=list)
+    move_correlation_max: list = field(default_factory=list)
+    weight_tail: list = field(default_factory=list)
 
     def as_arrays(self) -> dict[str, np.ndarray]:
-        """The records as arrays (``resampled`` as bool)."""
+        """The records as arrays (``resampled`` as bool, ``weight_tail`` as (stage, M + 1))."""
         out = {k: np.asarray(v, dtype=np.float64) for k, v in vars(self).items()}
         out["resampled"] = np.asarray(self.resampled, dtype=bool)
         return out
@@ -109,6 +116,9 @@ class AnnealResult:
     kernel_params : list
         The kernel parameters of each stage's last transition, without per-particle parts
         (for replay by a later run).
+    initial_weight_tail : numpy.ndarray
+        The ``M + 1`` largest ``Δ`` of the initial particles: the tail of the importance
+        weights of ``q0`` against the target (for the Pareto k̂ of the start).
     """
 
     state: ParticleState
@@ -123,6 +133,7 @@ class AnnealResult:
     log_z_variance_segments: float = float("nan")
     eve: np.ndarray | None = None
     n_resamplings: int = 0
+    initial_weight_tail: np.ndarray | None = None
 
     @property
     def n_eves(self) -> int:
@@ -258,6 +269,7 @@ def anneal(
     evals_before = density.n_evals
     state = ParticleState.evaluate(density, x0, gradient=kernel.needs_gradient)
     n = state.n
+    initial_tail = log_weight_tail(state.delta)
     log_w = np.zeros(n)
     log_z = 0.0
     log_z_var = 0.0
@@ -296,6 +308,7 @@ def anneal(
         if not np.isfinite(log_z_inc):
             raise WeightsVanishedError(stage, tau, tau_new)
         log_z += log_z_inc
+        rec.weight_tail.append(log_weight_tail(log_w_norm + incr))
         log_w = clean_log_weights(log_w + incr)
         stage_ess = ess_from_log_weights(log_w)
 
@@ -337,6 +350,9 @@ def anneal(
         rec.log_z_increment.append(log_z_inc)
         rec.mcmc_steps.append(len(acc))
         rec.resampled.append(do_resample)
+        corr = coordinate_correlations(x_start, state.x) if acc else np.array([])
+        rec.move_correlation.append(float(corr.mean()) if corr.size else np.nan)
+        rec.move_correlation_max.append(float(corr.max()) if corr.size else np.nan)
         if callback is not None:
             callback(stage, tau_new, stage_ess, rec.acceptance_rate[-1])
         tau = tau_new
@@ -357,4 +373,5 @@ def anneal(
         log_z_variance_segments=float(log_z_var),
         eve=eve,
         n_resamplings=n_resamplings,
+        initial_weight_tail=initial_tail,
     )

@@ -302,6 +302,7 @@ def _chain_output(task, rng: np.random.Generator, result) -> dict:
         "n_logp_evals": result.n_logp_evals,
         "log_weights": result.log_weights,
         "hit_max_steps": result.hit_max_steps,
+        "initial_weight_tail": result.initial_weight_tail,  # for pymc_crais.diagnostics
         **result.stages,
     }
 
@@ -453,6 +454,9 @@ def _sample_chains(
 def _finish(setup: _Setup, outs, attrs, extra_vars, return_inferencedata, idata_kwargs):
     import pymc as pm
 
+    from ..diagnostics import check_run
+
+    check_run(outs, attrs)  # diagnostics into outs/attrs; warns if log Z is unreliable
     mapper = posterior_mapper(setup.model, setup.layout, setup.compile_kwargs)
     per_chain = [mapper(o.pop("x")) for o in outs]
     posterior = {k: np.stack([pc[k] for pc in per_chain]) for k in mapper.names}
