@@ -24,7 +24,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from pymc_crais.diagnostics import heavy_tail_factor, pareto_khat  # noqa: E402
+import itertools
+
+from pymc_crais.diagnostics import heavy_tail_factor, pareto_khat
 
 
 def simulate(reps: int, seed: int = 0):
@@ -66,7 +68,7 @@ def main(argv=None):
     print("| k̂ bin | family | runs | coverage ±2√v | needed f (95 %) | coverage ±2√(f(k̂)v) |")
     print("|---|---|---|---|---|---|")
     out = []
-    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+    for lo, hi in itertools.pairwise(edges):
         for f in ("gpd", "lognormal"):
             sel = (fam == f) & (k > lo) & (k <= hi) & (v > 0)
             if sel.sum() < 50:

@@ -27,6 +27,7 @@ from . import datasets, models
 from .comparison import ObservedDataMismatchError, bayes_factor, compare
 from .core.anneal import WeightsVanishedError
 from .core.initial import GaussianInitial, StudentTInitial
+from .diagnostics import Diagnosis, diagnose
 from .plots import plot_evidence, plot_log_weights, plot_schedule
 from .pymc.compile import PerParticleFallbackWarning
 from .pymc.rts import sample_rts
@@ -39,7 +40,6 @@ from .pymc.sampling import (
 )
 from .pymc.smc import sample_smc
 from .pymc.smc_kernels import CRSMC, BatchedSMC
-from .diagnostics import Diagnosis, diagnose
 from .results import log_marginal_likelihood
 from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning
 
@@ -54,8 +54,8 @@ __all__ = [
     "GaussianInitial",
     "ObservedDataMismatchError",
     "PerParticleFallbackWarning",
-    "StudentTInitial",
     "SamplerResult",
+    "StudentTInitial",
     "UnreliableEvidenceWarning",
     "WeightsVanishedError",
     "__version__",
@@ -63,11 +63,11 @@ __all__ = [
     "compare",
     "datasets",
     "diagnose",
+    "log_marginal_likelihood",
     "models",
     "plot_evidence",
     "plot_log_weights",
     "plot_schedule",
-    "log_marginal_likelihood",
     "sample_ais",
     "sample_crais",
     "sample_rts",

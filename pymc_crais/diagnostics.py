@@ -44,8 +44,8 @@ from .core.tails import pareto_tail_size
 from .warnings import UnreliableEvidenceWarning
 
 __all__ = [
-    "Diagnosis",
     "KHAT_THRESHOLD",
+    "Diagnosis",
     "Problem",
     "chain_agreement",
     "check_run",
@@ -53,6 +53,7 @@ __all__ = [
     "heavy_tail_factor",
     "pareto_khat",
     "pareto_khat_from_tail",
+    "pooled_pareto_khat",
 ]
 
 KHAT_THRESHOLD = 0.7
@@ -85,6 +86,27 @@ def pareto_khat(log_weights) -> float:
         except ValueError:  # "All tail values are the same": equal weights
             return float("nan")
     return float(k)
+
+
+def pooled_pareto_khat(log_weights, log_z) -> float:
+    """k̂ of the final weights of all chains together, each chain's weights scaled to sum
+    to its ``Ẑ_c``: the weights of the combined estimate ``mean_c Ẑ_c`` (for AIS exactly
+    the pooled importance weights). Four chains of 1000 weights give a far steadier k̂
+    than each chain alone (one d = 5 regression run: 0.73, 0.58, 0.62, 0.53 per chain,
+    0.56 pooled).
+    """
+    lw = np.asarray(log_weights, dtype=np.float64)
+    lz = np.asarray(log_z, dtype=np.float64).ravel()
+    if lw.ndim != 2 or lw.shape[0] != lz.size:
+        return float("nan")
+    from .core.weights import logsumexp
+
+    parts = []
+    for row, z in zip(lw, lz, strict=True):
+        total = logsumexp(np.where(np.isfinite(row), row, -np.inf))
+        if np.isfinite(total) and np.isfinite(z):
+            parts.append(row - total + z)
+    return pareto_khat(np.concatenate(parts)) if parts else float("nan")
 
 
 def pareto_khat_from_tail(tail, n: int) -> float:
@@ -169,6 +191,7 @@ class Diagnosis:
     method: str = ""
     log_z: float = float("nan")
     mcse: float = float("nan")
+    pareto_k_pooled: float = float("nan")
 
     @property
     def ok(self) -> bool:
@@ -186,6 +209,8 @@ class Diagnosis:
         lines = [f"pymc_crais diagnostics ({self.method or 'run'})"]
         if np.isfinite(self.log_z):
             lines.append(f"log Z = {self.log_z:.4f} ± {self.mcse:.3g} (MCSE)")
+        if np.isfinite(self.pareto_k_pooled):
+            lines.append(f"Pareto k̂ of the pooled final weights: {self.pareto_k_pooled:.2f}")
         with pd.option_context("display.width", 120, "display.max_columns", 20):
             lines.append(self.table.to_string(float_format=lambda v: f"{v:.3g}"))
         if self.ok:
@@ -224,17 +249,16 @@ def _problems(rows: list[dict], attrs: dict) -> list[Problem]:
         return float(v) if v is not None else np.nan
 
     resampled = which(lambda r: val(r, "n_resamplings") > 0)
-    bad = which(lambda r: val(r, "pareto_k_final") > KHAT_THRESHOLD)
+    pooled = float(attrs.get("pareto_k_pooled", np.nan))
     bad_stage = [c for c in resampled if val(rows[c], "pareto_k_max") > KHAT_THRESHOLD]
-    if bad or bad_stage:
-        ks = [val(rows[c], "pareto_k_final") for c in bad] + [
-            val(rows[c], "pareto_k_max") for c in bad_stage
-        ]
+    if pooled > KHAT_THRESHOLD or bad_stage:
+        ks = [pooled] + [val(rows[c], "pareto_k_max") for c in bad_stage]
         out.append(
             Problem(
                 "pareto_k",
-                sorted(set(bad) | set(bad_stage)),
-                f"importance weights have Pareto k̂ up to {max(ks):.2f} (> {KHAT_THRESHOLD}): "
+                None if pooled > KHAT_THRESHOLD else bad_stage,
+                f"importance weights have Pareto k̂ {np.nanmax(ks):.2f} (> {KHAT_THRESHOLD}; "
+                "final weights of all chains pooled, or a stage's incremental weights): "
                 "their variance is effectively infinite, so log Z may be far off and the MCSE "
                 "understates the error.",
                 "Use more annealing steps (n_steps) or kernel moves per step, more particles, "
@@ -313,7 +337,7 @@ def _problems(rows: list[dict], attrs: dict) -> list[Problem]:
         )
     lz = np.array([val(r, "log_marginal_likelihood") for r in rows])
     v = np.array([val(r, "log_marginal_likelihood_mcse") ** 2 for r in rows])
-    q, p = chain_agreement(lz, v)
+    q, p = chain_agreement(lz, v * heavy_tail_factor(pooled))
     if np.isfinite(p) and p < AGREEMENT_P_VALUE:
         out.append(
             Problem(
@@ -391,7 +415,6 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int = 4) -> D
     -------
     Diagnosis
     """
-    import pandas as pd
 
     for cs in chain_stats:
         n = int(np.asarray(cs["log_weights"]).size)
@@ -409,10 +432,16 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int = 4) -> D
         cs["pareto_k_max"] = row["pareto_k_max"]
         cs["move_correlation_mean"] = row["move_correlation_mean"]
     rows = [_row(cs) for cs in chain_stats]
+    attrs["pareto_k_pooled"] = pooled_pareto_khat(
+        [cs["log_weights"] for cs in chain_stats],
+        [cs["log_marginal_likelihood"] for cs in chain_stats],
+    )
     problems = _problems(rows, attrs)
     attrs["diagnostics_flags"] = ",".join(sorted({p.check for p in problems}))
     table = _table(rows)
-    diagnosis = Diagnosis(table, problems, str(attrs.get("method", "")))
+    diagnosis = Diagnosis(
+        table, problems, str(attrs.get("method", "")), pareto_k_pooled=attrs["pareto_k_pooled"]
+    )
     if problems:
         warnings.warn(_warning_text(problems), UnreliableEvidenceWarning, stacklevel=stacklevel)
     return diagnosis
@@ -447,7 +476,6 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
     >>> report = pmc.diagnose(idata)  # doctest: +SKIP
     >>> print(report)  # doctest: +SKIP
     """
-    import pandas as pd
 
     from .results import log_marginal_likelihood
 
@@ -477,9 +505,15 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
                 cs[name] = vals
             chain_stats.append(cs)
     rows = [_row(cs) for cs in chain_stats]
+    if "pareto_k_pooled" not in attrs:
+        attrs["pareto_k_pooled"] = pooled_pareto_khat(
+            [cs["log_weights"] for cs in chain_stats],
+            [cs["log_marginal_likelihood"] for cs in chain_stats],
+        )
     problems = _problems(rows, attrs)
     table = _table(rows)
     diag = Diagnosis(table, problems, str(attrs.get("method", "")))
+    diag.pareto_k_pooled = float(attrs["pareto_k_pooled"])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnreliableEvidenceWarning)

@@ -249,18 +249,15 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             "results of pm.sample_smc store ragged per-stage lists instead - use the last "
             "entry of each chain or run pymc_crais.sample_ais"
         )
-    from .diagnostics import chain_agreement, heavy_tail_factor, pareto_khat
+    from .diagnostics import chain_agreement, heavy_tail_factor, pooled_pareto_khat
 
     within = factor = None
     if "log_marginal_likelihood_mcse" in stats:
         within = np.asarray(stats["log_marginal_likelihood_mcse"].values, dtype=np.float64) ** 2
-        if "pareto_k_final" in stats:
-            khat = np.asarray(stats["pareto_k_final"].values, dtype=np.float64)
-        elif "log_weights" in stats and stats["log_weights"].ndim == 2:
-            khat = np.array([pareto_khat(lw) for lw in stats["log_weights"].values])
-        else:
-            khat = np.full(values.size, np.nan)
-        factor = heavy_tail_factor(khat)
+        khat = stats.attrs.get("pareto_k_pooled", np.nan)
+        if not np.isfinite(khat) and "log_weights" in stats and stats["log_weights"].ndim == 2:
+            khat = pooled_pareto_khat(stats["log_weights"].values, values)
+        factor = np.full(values.size, float(heavy_tail_factor(khat)))
     value, mcse, details = combine_chain_estimates(values, within, factor)
     spread = float(np.ptp(values)) if values.size >= 2 else 0.0
     details["log_z_range"] = spread

@@ -93,6 +93,9 @@ def chain_generators(
     -------
     (list of Generator, Generator)
     """
+    from .term_checks import check_seed
+
+    check_seed(random_seed)
     if isinstance(random_seed, np.random.Generator):
         kids = random_seed.spawn(chains + 1)
         return kids[:chains], kids[chains]
@@ -565,7 +568,9 @@ def single_threaded_blas(fn):
     def wrapper(*args, **kwargs):
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(limits=1):
+        from .term_checks import explain_model_errors
+
+        with threadpool_limits(limits=1), explain_model_errors(kwargs.get("model")):
             return fn(*args, **kwargs)
 
     return wrapper
