@@ -1,6 +1,6 @@
 """Coverage of ±2 MCSE and the rate of UnreliableEvidenceWarning over replicate seeds.
 
-    python benchmarks/coverage.py --seeds 30 [--cases normal_mean,...] [--samplers ais,crais,smc]
+    python benchmarks/mcse_coverage.py --seeds 30 [--cases normal_mean,...] [--samplers ais,crais,smc]
                                   [--chains 4] [--jsonl runs.jsonl] [--summary]
 
 Every public sampler runs with its defaults (only ``chains``, ``cores=1``, the seed and
@@ -26,12 +26,8 @@ import warnings
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-# this file is named like the `coverage` package that numba imports: keep its folder off
-# the import path, and the repository root on it (``tests`` imports as a package)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
-if ROOT not in sys.path:
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # the repository root, so that ``tests`` imports as a package
     sys.path.insert(0, ROOT)
 
 SAMPLERS = ("ais", "crais", "smc")
