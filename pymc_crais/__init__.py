@@ -40,6 +40,7 @@ from .pymc.sampling import (
 )
 from .pymc.smc import sample_smc
 from .pymc.smc_kernels import CRSMC, BatchedSMC
+from .pymc.term_checks import ImpossibleModelError
 from .results import log_marginal_likelihood
 from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning
 
@@ -52,6 +53,7 @@ __all__ = [
     "ChainFailedError",
     "Diagnosis",
     "GaussianInitial",
+    "ImpossibleModelError",
     "ObservedDataMismatchError",
     "PerParticleFallbackWarning",
     "SamplerResult",
