@@ -117,6 +117,7 @@ def record(case, sampler, seed, idata, exact, caught, seconds) -> dict:
         "chain_log_z": lz,
         "chain_var": v,
         "pareto_k_final": st["pareto_k_final"].values.tolist(),
+        "pareto_k_pooled": float(st.attrs.get("pareto_k_pooled", np.nan)),
         "table": diag.table.to_dict(orient="list"),
         "flags": diag.flags,
         "agreement_p": det["agreement_p_value"],
