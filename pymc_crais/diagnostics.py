@@ -137,8 +137,10 @@ def heavy_tail_factor(khat) -> np.ndarray:
     simulates importance weights of two families (generalized Pareto and log-normal, the
     two shapes of the tail that k̂ sees) at N = 250 to 4000 and finds, for each bin of the
     *estimated* k̂, the factor ``f`` on the variance that makes ``±2·sqrt(f·v)`` cover the
-    true ``log Z`` 95 % of the time in the worse of the two families: about 1.1 for
-    ``k̂ ≤ 0.1``, 1.5 at 0.2–0.3, 2.7 at 0.3–0.4, 3.7–4.2 at 0.4–0.7. The fit is
+    true ``log Z`` 95 % of the time in the worse of the two families: 1.1 for
+    ``k̂ ≤ 0.1``, 1.3 at 0.1–0.2, 1.5 at 0.2–0.3, 2.4 at 0.3–0.4, 3.4 at 0.4–0.5, 4.6 and
+    4.3 at 0.5–0.7 (docs/reliability.md; with the fit, 93.5–97.3 % coverage in every
+    bin). The fit is
     ``f = 1 + 6·(k̂ − 0.1)`` between 0.1 and 0.7 (4.6 at 0.7), 1 below; above 0.7 no
     factor can help (the variance is infinite) and the run is flagged instead, the factor
     staying at its value at 0.7.
