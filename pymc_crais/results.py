@@ -10,6 +10,10 @@ PyMC model) and returns the same container type ``pm.sample_smc`` returns on PyM
   ``stage`` dim
   (NaN-padded, with ``n_stages``), ``n_logp_evals``, the final ``log_weights``
   ``(chain, draw)``; attributes naming the method, path, α, ``c``, schedule and kernel;
+* the diagnostics of :mod:`pymc_crais.diagnostics` when the run recorded them: per stage
+  ``pareto_k``, ``move_correlation``, ``move_correlation_max``; per chain
+  ``pareto_k_final``, ``pareto_k_max``, ``move_correlation_mean``, ``n_eves``; attributes
+  ``pareto_k_pooled`` and ``diagnostics_flags``;
 * ``observed_data`` and ``constant_data`` when the model has them.
 
 Everything is numeric or fixed-width string, so ``to_netcdf`` round-trips.

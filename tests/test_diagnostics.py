@@ -242,6 +242,11 @@ def test_sampler_runs_store_diagnostics_and_report():
     assert diag.ok and list(diag.table.index) == [0, 1] and np.isfinite(diag.log_z)
     table = pmc.compare({"a": idata, "b": (case.log_z - 5.0, 0.1)})
     assert list(table["flags"]) == ["", ""]
+    raw = pmc.sample_smc(
+        model=case.model, draws=300, chains=2, random_seed=3, return_inferencedata=False, **QUIET
+    )
+    again = pmc.diagnose(raw)
+    assert again.ok and again.table.equals(diag.table)
 
 
 def test_a_poor_run_warns_and_is_flagged_in_compare():
