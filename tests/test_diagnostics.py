@@ -349,7 +349,21 @@ def _run_default(sampler, model, seed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["smc", "crais", "ais"])
-@pytest.mark.parametrize("case", ["d50_regression", "mixture10"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "d50_regression",
+        "mixture10",
+        pytest.param(
+            "mixture10_unequal",
+            marks=pytest.mark.xfail(
+                reason="when every chain misses the same modes nothing in the run shows it "
+                "(docs/reliability.md, issue 13's silent failures)",
+                strict=False,
+            ),
+        ),
+    ],
+)
 def test_issue13_silent_failures_are_right_or_flagged(case, sampler):
     """Issue 13's table: every miss by more than 3 MCSE must raise the warning."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "benchmarks"))
