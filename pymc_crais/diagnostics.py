@@ -400,7 +400,7 @@ def _table(rows: list[dict]):
     return table
 
 
-def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int = 4) -> Diagnosis:
+def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int = 5) -> Diagnosis:
     """Compute the diagnostics of a finished run, store them, and warn if it is unreliable.
 
     Called by every sampler on its per-chain output before the results are built. Replaces
