@@ -14,6 +14,9 @@ CRAIS, CRSMC, BatchedSMC
     Drop-in kernels for ``pm.sample_smc(kernel=...)`` (CR-AIS, CR-SMC, ESS tempering).
 log_marginal_likelihood
     Combine the chains of a result into ``(log Z, mcse)``.
+diagnose, UnreliableEvidenceWarning
+    The report of a run's diagnostics; the warning every run raises when its ``log Z`` or
+    error bar cannot be trusted.
 compare, bayes_factor
     Rank models by evidence; log Bayes factors and model probabilities with MC errors.
 plot_schedule, plot_log_weights, plot_evidence
@@ -26,8 +29,9 @@ from .chain_result import SamplerResult, schedule_from_result
 from .comparison import ObservedDataMismatchError, bayes_factor, compare
 from .core.anneal import WeightsVanishedError
 from .core.initial import GaussianInitial, StudentTInitial
+from .diagnostics import Diagnosis, diagnose
 from .plots import plot_evidence, plot_log_weights, plot_schedule
-from .results import ChainDisagreementWarning, log_marginal_likelihood
+from .results import log_marginal_likelihood
 from .samplers.ais import sample_ais
 from .samplers.compile import PerParticleFallbackWarning
 from .samplers.crais import sample_crais
@@ -35,6 +39,8 @@ from .samplers.rts import sample_rts
 from .samplers.runner import ChainFailedError
 from .samplers.smc import sample_smc
 from .samplers.smc_kernels import CRAIS, CRSMC, BatchedSMC
+from .samplers.term_checks import ImpossibleModelError
+from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning
 
 __version__ = "0.1.0"
 
@@ -44,16 +50,20 @@ __all__ = [
     "BatchedSMC",
     "ChainDisagreementWarning",
     "ChainFailedError",
+    "Diagnosis",
     "GaussianInitial",
+    "ImpossibleModelError",
     "ObservedDataMismatchError",
     "PerParticleFallbackWarning",
     "SamplerResult",
     "StudentTInitial",
+    "UnreliableEvidenceWarning",
     "WeightsVanishedError",
     "__version__",
     "bayes_factor",
     "compare",
     "datasets",
+    "diagnose",
     "log_marginal_likelihood",
     "models",
     "plot_evidence",

@@ -34,10 +34,13 @@ class ObservedDataMismatchError(ValueError):
 class EvidenceEstimate(tuple):
     """``(log_z, mcse)`` with the observed-data fingerprint it came from (``None`` if unknown)."""
 
-    def __new__(cls, log_z: float, mcse: float, fingerprint=None, method: str = ""):
+    def __new__(
+        cls, log_z: float, mcse: float, fingerprint=None, method: str = "", flags: str = ""
+    ):
         obj = super().__new__(cls, (float(log_z), float(mcse)))
         obj.fingerprint = fingerprint
         obj.method = method
+        obj.flags = flags  # failed reliability checks (pymc_crais.diagnose), comma-separated
         return obj
 
     @property
@@ -122,10 +125,20 @@ def evidence_estimate(result) -> EvidenceEstimate:
         per_chain = _last_finite_per_chain(values)
         value, mcse, _ = combine_chain_estimates(per_chain, None)
         return EvidenceEstimate(value, mcse, fingerprint, "pm.sample_smc")
-    from .results import log_marginal_likelihood
+    import warnings
 
-    value, mcse = log_marginal_likelihood(result)
-    return EvidenceEstimate(value, mcse, fingerprint, str(stats.attrs.get("method", "")))
+    from .diagnostics import diagnose
+    from .results import log_marginal_likelihood
+    from .warnings import UnreliableEvidenceWarning
+
+    with warnings.catch_warnings():  # reported in the table's "flags" column instead
+        warnings.simplefilter("ignore", UnreliableEvidenceWarning)
+        value, mcse = log_marginal_likelihood(result)
+    try:
+        flags = ",".join(diagnose(result).flags)
+    except (KeyError, TypeError, ValueError):
+        flags = ""
+    return EvidenceEstimate(value, mcse, fingerprint, str(stats.attrs.get("method", "")), flags)
 
 
 def _check_same_data(estimates: dict) -> None:
@@ -196,7 +209,9 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
         the best model, so ``≤ 0``), ``log_bf_mcse``, ``prob`` (posterior probability under
         equal prior odds), ``prob_lo``/``prob_hi`` (2.5 % and 97.5 % quantiles of that
         probability under the Monte Carlo error of all estimates), ``prob_best`` (the share
-        of draws in which the model has the largest evidence) and ``method``.
+        of draws in which the model has the largest evidence), ``method`` and ``flags``
+        (the failed reliability checks of :func:`pymc_crais.diagnose`, comma-separated;
+        empty when the estimate passed them all or cannot be checked).
 
     Raises
     ------
@@ -239,6 +254,7 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
         "prob_hi": hi,
         "prob_best": prob_best,
         "method": np.array([estimates[n].method for n in names], dtype=object),
+        "flags": np.array([getattr(estimates[n], "flags", "") for n in names], dtype=object),
     }
     table = _table_class()(
         {k: v[order] for k, v in columns.items()},
@@ -299,11 +315,13 @@ def format_table(table, title: str | None = None) -> str:
     lines = [title] if title else []
     lines.append(
         f"{'model':<22} {'log Z':>10} {'± MCSE':>7} {'log BF':>9} {'± MCSE':>7} "
-        f"{'P(model)':>9} {'95% MC interval':>17}"
+        f"{'P(model)':>9} {'95% MC interval':>17}  flags"
     )
     for name, row in table.iterrows():
+        flags = getattr(row, "flags", "") or ""
         lines.append(
             f"{name!s:<22} {row.log_z:>10.3f} {row.mcse:>7.3f} {row.log_bf:>9.3f} "
             f"{row.log_bf_mcse:>7.3f} {_prob(row.prob):>9}   [{_prob(row.prob_lo)}, {_prob(row.prob_hi)}]"
+            + (f"  UNRELIABLE: {flags}" if flags else "")
         )
     return "\n".join(lines)

@@ -11,6 +11,10 @@ model, and imports no sampler) and returns the same container type ``pm.sample_s
   ``stage`` dim
   (NaN-padded, with ``n_stages``), ``n_logp_evals``, the final ``log_weights``
   ``(chain, draw)``; attributes naming the method, path, α, ``c``, schedule and kernel;
+* the diagnostics of :mod:`pymc_crais.diagnostics` when the run recorded them: per stage
+  ``pareto_k``, ``move_correlation``, ``move_correlation_max``; per chain
+  ``pareto_k_final``, ``pareto_k_max``, ``move_correlation_mean``, ``n_eves``; attributes
+  ``pareto_k_pooled`` and ``diagnostics_flags``;
 * ``observed_data`` and ``constant_data`` when the model has them.
 
 Everything is numeric or fixed-width string, so ``to_netcdf`` round-trips.
@@ -29,19 +33,12 @@ from xarray import DataTree
 
 from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
+from .warnings import ChainDisagreementWarning
 
 __all__ = ["ChainDisagreementWarning", "build_datatree", "log_marginal_likelihood", "pad_stages"]
 
-
-class ChainDisagreementWarning(RuntimeWarning):
-    """The chains' ``log Z`` estimates disagree by more than the reported MCSE can express.
-
-    The MCSE of ``log(mean Ẑ_c)`` is a delta-method error: when one chain's ``Ẑ`` dominates
-    it saturates near ``t_{0.975,C−1}/z_{0.975}`` (1.62 for 4 chains) however far apart the
-    chains are, and the actual error can be many times larger (docs/benchmarks.md,
-    "Accuracy against cost"). Raised when the chains span more than 2 nats and more than
-    4 MCSE.
-    """
+# optional per-stage diagnostics (pymc_crais.diagnostics), stored when a run recorded them
+DIAGNOSTIC_STAGE_KEYS = ("pareto_k", "move_correlation", "move_correlation_max")
 
 
 @functools.cache
@@ -166,6 +163,12 @@ def build_datatree(
             ("chain", "stage"),
             pad_stages([np.asarray(c.stages[key], dtype=np.float64) for c in chains]),
         )
+    for key in DIAGNOSTIC_STAGE_KEYS:
+        if all(key in c.stages for c in chains):
+            data_vars[key] = (
+                ("chain", "stage"),
+                pad_stages([np.asarray(c.stages[key], dtype=np.float64) for c in chains]),
+            )
     for key in chains[0].stats:
         data_vars[key] = (("chain",), np.array([c.stats[key] for c in chains]))
     for key, (vdims, arr) in {**per_chain_arrays(chains), **(extra_vars or {})}.items():
@@ -205,22 +208,32 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     value : float
         ``log`` of the average of the chains' evidence estimates.
     mcse : float
-        Its Monte Carlo standard error: the larger of the within-chain (from the final
-        weights) and between-chain (spread of the chains) delta-method estimates; see
-        :mod:`pymc_crais.core.estimators`.
+        Its Monte Carlo standard error: the pooled within-chain delta-method error, each
+        chain's variance multiplied by a heavy-tail factor of its weights' Pareto k̂ (see
+        :mod:`pymc_crais.core.estimators` and docs/reliability.md). Without within-chain
+        errors (e.g. results of ``pm.sample_smc``), the delta method on the chains' spread.
     details : dict
-        Only with ``return_details=True``.
+        Only with ``return_details=True``: ``mcse_within`` (uncorrected),
+        ``mcse_between``, ``tail_factor``, ``n_chains``, ``log_z_range`` and the chains'
+        agreement test ``agreement_statistic`` / ``agreement_p_value``.
 
     Warns
     -----
     ChainDisagreementWarning
-        When the chains' estimates span more than 2 nats and more than 4 MCSE: the MCSE then
-        understates the error (it saturates when one chain dominates the mean).
+        A :class:`~pymc_crais.UnreliableEvidenceWarning`: the chains disagree beyond their
+        errors (chi-square p-value below 0.001), or span more than 2 nats and more than
+        4 MCSE. The estimate is then unreliable, whatever its MCSE says.
     """
+    if idata is None or not hasattr(idata, "__getitem__") or isinstance(idata, str | bytes):
+        raise TypeError(
+            "idata must be the output of a pymc_crais sampler (an xarray.DataTree with "
+            "sample_stats.log_marginal_likelihood), got "
+            f"{type(idata).__name__}; run e.g. idata = pmc.sample_smc(...) first"
+        )
     try:
         stats = idata["sample_stats"]
         lml = stats["log_marginal_likelihood"]
-    except KeyError:
+    except (KeyError, TypeError, IndexError):
         raise ValueError(
             "idata has no sample_stats.log_marginal_likelihood; pass the result of a "
             "pymc_crais sampler"
@@ -232,18 +245,27 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             "results of pm.sample_smc store ragged per-stage lists instead - use the last "
             "entry of each chain or run pymc_crais.sample_ais"
         )
-    within = None
+    from .diagnostics import chain_agreement, heavy_tail_factor, pooled_pareto_khat
+
+    within = factor = None
     if "log_marginal_likelihood_mcse" in stats:
         within = np.asarray(stats["log_marginal_likelihood_mcse"].values, dtype=np.float64) ** 2
-    value, mcse, details = combine_chain_estimates(values, within)
+        khat = stats.attrs.get("pareto_k_pooled", np.nan)
+        if not np.isfinite(khat) and "log_weights" in stats and stats["log_weights"].ndim == 2:
+            khat = pooled_pareto_khat(stats["log_weights"].values, values)
+        factor = np.full(values.size, float(heavy_tail_factor(khat)))
+    value, mcse, details = combine_chain_estimates(values, within, factor)
     spread = float(np.ptp(values)) if values.size >= 2 else 0.0
     details["log_z_range"] = spread
-    if spread > max(2.0, 4.0 * mcse):
+    q, p = (np.nan, np.nan) if within is None else chain_agreement(values, within * factor)
+    details["agreement_statistic"], details["agreement_p_value"] = q, p
+    if (np.isfinite(p) and p < 1e-3) or spread > max(2.0, 4.0 * mcse):
         warnings.warn(
-            f"the {values.size} chains' log Z estimates span {spread:.3g} nats, more than 4 "
-            f"times the MCSE ({mcse:.3g}): with weights this uneven the error of log Z can be "
-            "several times the MCSE. Use more annealing steps or particles, or "
-            "init='laplace'; see the per-chain values in sample_stats.log_marginal_likelihood.",
+            f"the {values.size} chains' log Z estimates span {spread:.3g} nats, beyond their "
+            f"errors (MCSE {mcse:.3g}; chi-square p-value {p:.2g}): the estimate is unreliable "
+            "whatever its MCSE. Use more annealing steps or particles (or init='laplace') "
+            "until the chains agree; see sample_stats.log_marginal_likelihood and "
+            "pmc.diagnose(idata).",
             ChainDisagreementWarning,
             stacklevel=2,
         )

@@ -105,8 +105,11 @@ def test_all_weights_vanishing_raises_with_stage_and_tau():
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, 1.0)
         pm.Potential("impossible", pt.switch(x > 100.0, 0.0, -np.inf))
-    with pytest.raises(pmc.WeightsVanishedError, match=r"stage 0 \(tau 0 -> 0\.1\)"):
+    # the Potential is -inf at every prior draw: the error names it, raised from the core's
+    with pytest.raises(pmc.ImpossibleModelError, match="Potential 'impossible'") as info:
         pmc.sample_ais(model=model, kernel="rwmh", random_seed=0, **{**FAST, "chains": 1})
+    assert isinstance(info.value.__cause__, pmc.WeightsVanishedError)
+    assert "stage 0 (tau 0 -> 0.1)" in str(info.value.__cause__)
 
 
 # ----------------------------------------------------------------------------- seeds
@@ -217,7 +220,9 @@ def test_log_marginal_likelihood_combines_chains(idata):
     lml = idata.sample_stats.log_marginal_likelihood.values
     value, mcse, details = pmc.log_marginal_likelihood(idata, return_details=True)
     np.testing.assert_allclose(value, np.log(np.mean(np.exp(lml - lml.max()))) + lml.max())
-    assert details["n_chains"] == 2 and mcse == max(details["mcse_within"], details["mcse_between"])
+    # the pooled within-chain error times the heavy-tail factor; the spread is only checked
+    assert details["n_chains"] == 2
+    assert mcse == pytest.approx(details["mcse_within"] * np.sqrt(details["tail_factor"]))
 
 
 def test_log_marginal_likelihood_rejects_ragged_pymc_output(regression):

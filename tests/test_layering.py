@@ -23,7 +23,10 @@ MAX_LINES = 400
 
 # module (relative to the package) -> why it may be longer; an entry that is no longer
 # needed fails the test, so this list stays true
-LONG_MODULE_EXCEPTIONS: dict[str, str] = {}
+LONG_MODULE_EXCEPTIONS: dict[str, str] = {
+    "core/moment_averaging.py": "a self-contained study of seed 004 on Gaussian endpoints (paths, "
+    "exact AIS, binned schedules) that no sampler uses; splitting it would scatter one experiment",
+}
 
 FORBIDDEN_IN_CORE = ("pymc", "pytensor", "arviz", "arviz_base", "arviz_stats", "xarray")
 CORE_MAY_IMPORT = ("pymc_crais.core", "pymc_crais.warnings")

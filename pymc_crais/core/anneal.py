@@ -30,8 +30,10 @@ from .kernel_base import KernelInfo, MutationKernel, ParamsByTau
 from .moves import MoveResult, Moves, mean_correlation
 from .particles import ParticleState
 from .paths import AnnealingPath
+from .records import AnnealResult, StageRecord, WeightsVanishedError
 from .resampling import RESAMPLE_POLICIES, ResamplingPolicy
 from .schedules import Schedule
+from .tails import coordinate_correlations, log_weight_tail
 from .weights import (
     clean_log_weights,
     ess_from_log_weights,
@@ -43,111 +45,6 @@ __all__ = ["RESAMPLE_POLICIES", "AnnealOptions", "AnnealResult", "MaxStepsWarnin
 __all__ += ["ParamsByTau", "WeightsVanishedError", "anneal", "mean_correlation"]
 
 
-class WeightsVanishedError(FloatingPointError):
-    """Every particle's weight became zero (all log-weights ``-inf`` or NaN)."""
-
-    def __init__(self, stage: int, tau_from: float, tau_to: float):
-        self.stage, self.tau_from, self.tau_to = stage, tau_from, tau_to
-        super().__init__(
-            f"all particle weights vanished at stage {stage} (tau {tau_from:.6g} -> {tau_to:.6g}): "
-            "every particle has a non-finite or zero tempered density there. Check the model "
-            "for log-densities that are -inf/NaN on a large part of the initial distribution's "
-            "support, or use more particles / a finer schedule."
-        )
-
-
-@dataclass
-class StageRecord:
-    """Per-stage diagnostics, one list entry per stage."""
-
-    tau: list = field(default_factory=list)
-    ess: list = field(default_factory=list)
-    acceptance_rate: list = field(default_factory=list)
-    log_z_increment: list = field(default_factory=list)
-    mcmc_steps: list = field(default_factory=list)
-    resampled: list = field(default_factory=list)
-
-    def as_arrays(self) -> dict[str, np.ndarray]:
-        """The records as arrays (``resampled`` as bool)."""
-        out = {k: np.asarray(v, dtype=np.float64) for k, v in vars(self).items()}
-        out["resampled"] = np.asarray(self.resampled, dtype=bool)
-        return out
-
-
-@dataclass
-class AnnealResult:
-    """The outcome of one annealing run (one chain).
-
-    Attributes
-    ----------
-    state : ParticleState
-        Final particles.
-    log_weights : numpy.ndarray
-        Final unnormalized log-weights (AIS: the importance weights of the particles).
-    log_marginal_likelihood : float
-        ``log Ẑ``, the scale shift ``c`` included.
-    log_z_variance : float
-        Within-run variance of ``log Ẑ`` from the final weights and the particles' Eve
-        indices (:func:`pymc_crais.core.estimators.ancestry_variance`). Without resampling
-        (AIS) it is the delta-method variance of the mean of the final weights
-        (:func:`pymc_crais.core.weights.log_z_relative_variance`); with resampling it
-        accounts for the dependence resampling creates.
-    log_z_variance_segments : float
-        The per-segment weight variances summed over the segments between resamplings
-        (equal to ``log_z_variance`` for AIS); ignores resampling's dependence and is
-        kept only as a diagnostic.
-    eve : numpy.ndarray of int
-        Index of each final particle's ancestor in the initial population.
-    n_eves : int
-        Number of distinct Eves left (a collapsed genealogy, ``n_eves == 1``, makes the
-        ancestry variance uninformative).
-    n_resamplings : int
-        Number of resampling steps.
-    stages : dict of numpy.ndarray
-        ``tau``, ``ess``, ``acceptance_rate``, ``log_z_increment``, ``mcmc_steps``,
-        ``resampled``.
-    n_logp_evals : int
-        Particle-evaluations of the model (initial population included).
-    c : float
-        The path's scale shift.
-    hit_max_steps : bool
-        Whether the cap on stages (``max_stages``, alias ``max_steps``) forced the last
-        step to ``τ = 1`` (also as ``hit_max_stages``).
-    kernel_params : list
-        The kernel parameters of each stage's last transition, without per-particle parts
-        (for replay by a later run).
-    """
-
-    state: ParticleState
-    log_weights: np.ndarray
-    log_marginal_likelihood: float
-    log_z_variance: float
-    stages: dict
-    n_logp_evals: int
-    c: float
-    hit_max_steps: bool = False
-    kernel_params: list = field(default_factory=list)
-    log_z_variance_segments: float = float("nan")
-    eve: np.ndarray | None = None
-    n_resamplings: int = 0
-
-    @property
-    def n_eves(self) -> int:
-        """Number of distinct initial ancestors of the final particles."""
-        return int(self.log_weights.size if self.eve is None else np.unique(self.eve).size)
-
-    @property
-    def n_stages(self) -> int:
-        """Number of annealing stages run."""
-        return int(self.stages["tau"].size)
-
-    @property
-    def hit_max_stages(self) -> bool:
-        """Whether the cap on stages forced the last step to ``τ = 1``."""
-        return self.hit_max_steps
-
-
-# ----------------------------------------------------------------------------- options
 @dataclass(frozen=True)
 class AnnealOptions:
     """How :func:`anneal` runs its stages.
@@ -224,6 +121,7 @@ class _Loop:
     hit_max: bool = False
     record: StageRecord = field(default_factory=StageRecord)
     used_params: list = field(default_factory=list)
+    initial_tail: np.ndarray | None = None
 
 
 def _next_tau(loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: int) -> float:
@@ -256,6 +154,7 @@ def _reweight(loop: _Loop, path: AnnealingPath, tau_new: float) -> tuple[float, 
     if not np.isfinite(log_z_inc):
         raise WeightsVanishedError(loop.stage, loop.tau, tau_new)
     loop.log_z += log_z_inc
+    loop.record.weight_tail.append(log_weight_tail(log_w_norm + incr))
     loop.log_w = clean_log_weights(loop.log_w + incr)
     return log_z_inc, ess_from_log_weights(loop.log_w)
 
@@ -360,10 +259,12 @@ def anneal(
     evals_before = density.n_evals
     state = ParticleState.evaluate(density, x0, gradient=kernel.needs_gradient)
     loop = _Loop(state, kernel.init(state), np.zeros(state.n), np.arange(state.n))
+    loop.initial_tail = log_weight_tail(state.delta)  # q0's weights against the target
     while loop.tau < 1.0:
         tau_new = _next_tau(loop, schedule, path, options.max_stages)
         log_z_inc, ess = _reweight(loop, path, tau_new)
         resampled = _resample(loop, rng, options.resampling, ess, tau_new)
+        x_start = loop.state.x
         moved = _move(loop, rng, kernel, density, path, tau_new, options)
         rec = loop.record
         rec.tau.append(tau_new)
@@ -372,6 +273,9 @@ def anneal(
         rec.log_z_increment.append(log_z_inc)
         rec.mcmc_steps.append(moved.n_steps)
         rec.resampled.append(resampled)
+        corr = coordinate_correlations(x_start, loop.state.x) if moved.n_steps else np.array([])
+        rec.move_correlation.append(float(corr.mean()) if corr.size else np.nan)
+        rec.move_correlation_max.append(float(corr.max()) if corr.size else np.nan)
         if callback is not None:
             callback(loop.stage, tau_new, ess, rec.acceptance_rate[-1])
         loop.tau = tau_new
@@ -395,4 +299,5 @@ def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: i
         log_z_variance_segments=float(loop.log_z_var + log_z_relative_variance(loop.log_w)),
         eve=loop.eve,
         n_resamplings=loop.n_resamplings,
+        initial_weight_tail=loop.initial_tail,
     )

@@ -14,7 +14,32 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["BatchedDensity", "Evaluation", "FunctionDensity", "sanitize_log_density"]
+__all__ = [
+    "BatchedDensity",
+    "Evaluation",
+    "FunctionDensity",
+    "InfiniteDensityError",
+    "sanitize_log_density",
+]
+
+
+class InfiniteDensityError(ValueError):
+    """A log-density evaluated to ``+inf``: the model is improper or broken there.
+
+    Attributes
+    ----------
+    points : numpy.ndarray, shape (k, d)
+        (Up to 8 of) the particles where it happened.
+    """
+
+    def __init__(self, points: np.ndarray, which: str):
+        self.points = np.asarray(points)
+        super().__init__(
+            f"the {which} log-density is +inf at {len(self.points)} particle(s) (e.g. "
+            f"{np.array2string(self.points[0], precision=4, threshold=8)} in unconstrained "
+            "coordinates): an improper or broken density. A density can be large but never "
+            "infinite; fix the term that returns +inf."
+        )
 
 
 def sanitize_log_density(values: np.ndarray) -> np.ndarray:
@@ -51,9 +76,10 @@ class Evaluation:
 class BatchedDensity:
     """Base class of a batched ``(log q0, Δ)`` evaluator.
 
-    Subclasses implement :meth:`_evaluate`. The public :meth:`evaluate` sanitizes the
-    outputs (non-finite log-densities become ``-inf``, gradients of such particles zero)
-    and counts particle evaluations in :attr:`n_evals`.
+    Subclasses implement :meth:`_evaluate`. The public :meth:`evaluate` raises
+    :class:`InfiniteDensityError` on a ``+inf`` log-density, sanitizes the outputs (NaN
+    and ``-inf`` log-densities become ``-inf``, gradients of such particles zero) and
+    counts particle evaluations in :attr:`n_evals`.
 
     Attributes
     ----------
@@ -88,6 +114,10 @@ class BatchedDensity:
             raise ValueError(f"x must have shape (N, {self.dim}), got {x.shape}")
         out = self._evaluate(x, gradient)
         self.n_evals += x.shape[0]
+        for values, which in ((out.log_q0, "initial (prior)"), (out.delta, "likelihood")):
+            pos_inf = np.isposinf(np.asarray(values, dtype=np.float64))
+            if pos_inf.any():
+                raise InfiniteDensityError(x[pos_inf][:8], which)
         log_q0 = sanitize_log_density(out.log_q0)
         delta = sanitize_log_density(out.delta)
         # Δ is only meaningful where q0 > 0: a particle outside q0's support has no weight.

@@ -7,19 +7,16 @@ logs) and stays unbiased for ``Z``:
 
 ``log Ẑ = logsumexp(log Ẑ_c) − log C``.
 
-Two standard errors of ``log Ẑ`` are available:
-
-* *within*: ``sqrt(Σ_c p_c² v_c)`` with ``p_c = Ẑ_c / Σ Ẑ``, from the weights only;
-* *between* (``C ≥ 2``): ``sd(Ẑ_c) / (√C · mean(Ẑ_c))``, the delta method on the spread
-  of the chains, multiplied by ``t_{0.975, C−1} / z_{0.975}`` (1.62 for 4 chains, 6.5 for
-  2): the spread of ``C`` chains is itself an estimate with ``C − 1`` degrees of freedom,
-  and the factor makes ``±2·MCSE`` a 95 % Student-t interval for it.
-
-The reported MCSE is the larger of the two, so that neither a lucky agreement of few
-chains nor over-confident weights alone can make the error bar small. With heavy-tailed
-weights the within term is too small (the run has not seen the rare large weights); the
-t factor on the between term is what brings the coverage of ``±2·MCSE`` back to about
-95 % there (docs/reliability.md).
+The reported error is the pooled within-chain one,
+``sqrt(Σ_c p_c² f_c v_c)`` with ``p_c = Ẑ_c / Σ Ẑ``: ``Var[mean Ẑ_c] = Σ_c Var[Ẑ_c]/C²``
+for independent chains, each ``Var[Ẑ_c]`` estimated by ``v_c Ẑ_c²`` and divided by the
+squared mean. ``f_c ≥ 1`` corrects ``v_c`` for heavy-tailed weights (the sample variance of
+such weights is too small more often than not); it is a function of the chain's Pareto k̂
+calibrated by simulation (:func:`pymc_crais.diagnostics.heavy_tail_factor`). The spread of
+the chains is not multiplied into the error: it is a *check* (a chi-square test of the
+``log Ẑ_c`` against their ``v_c``, :func:`pymc_crais.diagnostics.chain_agreement`) that
+warns when the chains disagree. ``details["mcse_between"]`` (the delta method on the
+chains' spread) is kept for reference. Derivation and coverage: docs/reliability.md.
 
 Tempered sampling's estimators live here too: the RTS update of the level guesses
 (:func:`rts_update`), its final estimate with a group variance (:func:`rts_estimate`), and
@@ -110,7 +107,9 @@ def ancestry_variance(
 
 
 def combine_chain_estimates(
-    log_z: np.ndarray, within_variance: np.ndarray | None = None
+    log_z: np.ndarray,
+    within_variance: np.ndarray | None = None,
+    tail_factor: np.ndarray | None = None,
 ) -> tuple[float, float, dict]:
     """Combine per-chain ``log Ẑ_c`` into ``(log Ẑ, mcse, details)``.
 
@@ -120,16 +119,21 @@ def combine_chain_estimates(
         Per-chain log evidence estimates.
     within_variance : array_like, shape (C,), optional
         Per-chain within-chain variances of ``log Ẑ_c``; NaN entries are ignored.
+    tail_factor : array_like, shape (C,), optional
+        Per-chain factors ``f_c ≥ 1`` on ``within_variance`` for heavy-tailed weights
+        (:func:`pymc_crais.diagnostics.heavy_tail_factor` of the chain's Pareto k̂).
 
     Returns
     -------
     value : float
         ``log`` of the mean of the chains' ``Ẑ``.
     mcse : float
-        The larger of the within and between standard errors (see the module
-        docstring); NaN if neither is available.
+        ``sqrt(Σ_c p_c² f_c v_c)`` (see the module docstring); the between-chain error
+        when no chain has a within-chain variance; NaN if neither is available.
     details : dict
-        ``{"mcse_within": ..., "mcse_between": ..., "n_chains": C}``.
+        ``mcse_within`` (uncorrected), ``mcse_between`` (delta method on the chains'
+        spread, no t factor), ``tail_factor`` (the variance-weighted mean ``f``),
+        ``n_chains``.
     """
     lz = np.asarray(log_z, dtype=np.float64).ravel()
     if lz.size == 0:
@@ -141,24 +145,37 @@ def combine_chain_estimates(
     value = float(total - np.log(c))
     p = np.exp(lz - total)  # each chain's share of the summed evidence
 
-    mcse_within = np.nan
+    mcse_within = mcse_corrected = np.nan
+    factor = 1.0
     if within_variance is not None:
         v = np.asarray(within_variance, dtype=np.float64).ravel()
         if v.shape != lz.shape:
             raise ValueError("within_variance must have one entry per chain")
+        f = np.ones(c) if tail_factor is None else np.asarray(tail_factor, dtype=np.float64)
+        if f.shape != lz.shape:
+            raise ValueError("tail_factor must have one entry per chain")
+        f = np.where(np.isfinite(f) & (f >= 1.0), f, 1.0)
         ok = np.isfinite(v)
         if ok.any():
-            mcse_within = float(np.sqrt(np.sum(p[ok] ** 2 * v[ok])))
+            raw = float(np.sum(p[ok] ** 2 * v[ok]))
+            corrected = float(np.sum(p[ok] ** 2 * f[ok] * v[ok]))
+            mcse_within, mcse_corrected = np.sqrt(raw), np.sqrt(corrected)
+            factor = corrected / raw if raw > 0 else 1.0
     mcse_between = np.nan
     if c >= 2:
         rel = np.exp(lz - lz.max())  # Ẑ_c up to a common factor
-        from scipy import stats
-
-        t_factor = stats.t.ppf(0.975, c - 1) / stats.norm.ppf(0.975)
-        mcse_between = float(t_factor * np.std(rel, ddof=1) / (np.sqrt(c) * np.mean(rel)))
-    candidates = [m for m in (mcse_within, mcse_between) if np.isfinite(m)]
-    mcse = float(max(candidates)) if candidates else float("nan")
-    return value, mcse, {"mcse_within": mcse_within, "mcse_between": mcse_between, "n_chains": c}
+        mcse_between = float(np.std(rel, ddof=1) / (np.sqrt(c) * np.mean(rel)))
+    mcse = mcse_corrected if np.isfinite(mcse_corrected) else mcse_between
+    return (
+        value,
+        float(mcse),
+        {
+            "mcse_within": float(mcse_within),
+            "mcse_between": mcse_between,
+            "tail_factor": float(factor),
+            "n_chains": c,
+        },
+    )
 
 
 # ----------------------------------------------------------------------------- tempered sampling

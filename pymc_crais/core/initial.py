@@ -156,6 +156,7 @@ class LaplaceFit:
     log_density_at_mode: float
     n_evals: int
     converged: bool
+    n_nonconcave: int = 0  # Hessian eigenvalues floored: no interior mode in these directions
 
     def log_evidence(self) -> float:
         """The Laplace approximation of ``log Z`` (a cheap, biased reference)."""
@@ -207,6 +208,14 @@ def laplace_fit(density: BatchedDensity, x0: np.ndarray, *, fd_step: float = 1e-
     if not np.all(np.isfinite(w)):
         raise FloatingPointError("the Hessian at the mode is not finite; use init='prior'")
     floor = 1e-8 * max(float(np.max(np.abs(w))), 1e-300)
+    n_nonconcave = int(np.sum(w < floor))
     w = np.maximum(w, floor)  # a flat or non-concave direction gets a wide variance
     cov = (v / w) @ v.T
-    return LaplaceFit(mode, 0.5 * (cov + cov.T), float(-res.fun), int(density.n_evals - before), bool(res.success))
+    return LaplaceFit(
+        mode,
+        0.5 * (cov + cov.T),
+        float(-res.fun),
+        int(density.n_evals - before),
+        bool(res.success),
+        n_nonconcave,
+    )

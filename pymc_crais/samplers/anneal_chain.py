@@ -93,6 +93,8 @@ def chain_result(chain: int, rng: np.random.Generator, result: AnnealResult, dra
             "log_z_variance_segments": result.log_z_variance_segments,
             "n_resamplings": result.n_resamplings,
             "n_eves": result.n_eves,
+            # q0's weights against the target, for pymc_crais.diagnostics (removed there)
+            "initial_weight_tail": result.initial_weight_tail,
         },
     )
 

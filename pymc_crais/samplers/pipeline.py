@@ -165,6 +165,9 @@ def finish(setup: RunSetup, chains: list[ChainResult], attrs: dict, extra_vars: 
     ``xarray.DataTree`` (or a ``SamplerResult`` when ``return_inferencedata=False``).
     ``extra_vars`` are run-level ``name -> (dims, array)`` added to ``sample_stats``.
     """
+    from ..diagnostics import check_chains
+
+    chains = check_chains(chains, attrs)  # diagnostics stored; warns if log Z is unreliable
     mapper = posterior_mapper(setup.model, setup.layout, setup.compile_kwargs)
     per_chain = [mapper(c.x) for c in chains]
     posterior = {k: np.stack([pc[k] for pc in per_chain]) for k in mapper.names}

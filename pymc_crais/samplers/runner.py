@@ -20,6 +20,7 @@ import numpy as np
 
 from ..chain_result import ChainResult
 from .progress import ChainProgress, worker_initializer
+from .term_checks import check_seed, explain_model_errors
 
 __all__ = [
     "ChainFailedError",
@@ -49,6 +50,7 @@ def chain_generators(
     -------
     (list of Generator, Generator)
     """
+    check_seed(random_seed)
     if isinstance(random_seed, np.random.Generator):
         kids = random_seed.spawn(chains + 1)
         return kids[:chains], kids[chains]
@@ -86,7 +88,7 @@ def single_threaded_blas(fn):
     def wrapper(*args, **kwargs):
         from threadpoolctl import threadpool_limits
 
-        with threadpool_limits(limits=1):
+        with threadpool_limits(limits=1), explain_model_errors(kwargs.get("model")):
             return fn(*args, **kwargs)
 
     return wrapper

@@ -61,8 +61,9 @@ def sample_smc(
     model, random_seed, chains, cores, return_inferencedata, idata_kwargs, progressbar
         As in :func:`pymc_crais.sample_ais`.
     compute_convergence_checks : bool, default True
-        Accepted for compatibility; per-chain ``log Z`` spread is the relevant check and is
-        part of :func:`pymc_crais.log_marginal_likelihood`'s MCSE.
+        Accepted for compatibility; the run's own checks (genealogy, Pareto k̂, mixing,
+        chain agreement) always run and raise :class:`pymc_crais.UnreliableEvidenceWarning`
+        (see :func:`pymc_crais.diagnose`).
     **kernel_kwargs
         ``schedule`` (``"ess"`` default, ``"cess"``, ``"constant_rate"`` = CR-SMC, a fixed
         name, an array or a previous result); ``threshold`` (ρ of the ESS/CESS rules,

@@ -1,0 +1,192 @@
+"""The checks behind :mod:`pymc_crais.diagnostics`: their thresholds, each chain's row of
+diagnostics from its recorded statistics, and the problems a run's rows show (each with
+what to do). Documented with the checks in :mod:`pymc_crais.diagnostics`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .tail_stats import KHAT_THRESHOLD, chain_agreement, heavy_tail_factor, pareto_khat
+
+__all__ = ["COLUMNS", "Problem", "chain_row", "find_problems"]
+
+MIN_EVES = 50
+MIN_EVES_FRACTION = 0.02
+MAX_MEAN_CORRELATION = 0.8
+STUCK_CORRELATION = 0.95
+AGREEMENT_P_VALUE = 1e-3
+
+
+# ----------------------------------------------------------------------------- Pareto k̂
+@dataclass
+class Problem:
+    """One failed check: its name, the chains it concerns, what was seen and what to do."""
+
+    check: str
+    chains: list
+    message: str
+    advice: str
+
+    def __str__(self) -> str:
+        where = "all chains" if self.chains is None else f"chains {self.chains}"
+        return f"[{self.check}] ({where}) {self.message} {self.advice}"
+
+
+COLUMNS = (
+    "log_marginal_likelihood",
+    "log_marginal_likelihood_mcse",
+    "pareto_k_final",
+    "pareto_k_max",
+    "pareto_k_initial",
+    "n_eves",
+    "move_correlation_mean",
+    "hit_max_steps",
+)
+
+
+def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
+    """The failed checks of a run from its per-chain diagnostics and attributes."""
+    out = []
+    chains = list(range(len(rows)))
+
+    def which(pred):
+        return [c for c in chains if pred(rows[c])]
+
+    def val(row, key):
+        v = row.get(key, np.nan)
+        return float(v) if v is not None else np.nan
+
+    resampled = which(lambda r: val(r, "n_resamplings") > 0)
+    pooled = float(attrs.get("pareto_k_pooled", np.nan))
+    bad_stage = [c for c in resampled if val(rows[c], "pareto_k_max") > KHAT_THRESHOLD]
+    if pooled > KHAT_THRESHOLD or bad_stage:
+        ks = [pooled] + [val(rows[c], "pareto_k_max") for c in bad_stage]
+        out.append(
+            Problem(
+                "pareto_k",
+                None if pooled > KHAT_THRESHOLD else bad_stage,
+                f"importance weights have Pareto k̂ {np.nanmax(ks):.2f} (> {KHAT_THRESHOLD}; "
+                "final weights of all chains pooled, or a stage's incremental weights): "
+                "their variance is effectively infinite, so log Z may be far off and the MCSE "
+                "understates the error.",
+                "Use more annealing steps (n_steps) or kernel moves per step, more particles, "
+                "or init='laplace' for a start closer to the posterior.",
+            )
+        )
+    collapsed = [
+        c
+        for c in resampled
+        if val(rows[c], "n_eves")
+        < min(MIN_EVES, max(2.0, MIN_EVES_FRACTION * val(rows[c], "draws")))
+    ]
+    if collapsed:
+        eves = [int(val(rows[c], "n_eves")) for c in collapsed]
+        out.append(
+            Problem(
+                "genealogy",
+                collapsed,
+                f"the SMC genealogy collapsed: the final particles descend from only "
+                f"{min(eves)}-{max(eves)} initial particles, so the estimate rests on a handful "
+                "of independent paths and its MCSE is unreliable.",
+                "Use more particles (draws), more MCMC moves per stage (n_mcmc_steps, "
+                "correlation_threshold) or a gentler schedule (threshold closer to 1).",
+            )
+        )
+    stuck = [
+        c
+        for c in resampled
+        if val(rows[c], "move_correlation_mean") > MAX_MEAN_CORRELATION
+        or val(rows[c], "move_correlation_stuck_fraction") > 0.5
+    ]
+    if stuck:
+        corr = max(val(rows[c], "move_correlation_mean") for c in stuck)
+        out.append(
+            Problem(
+                "mixing",
+                stuck,
+                f"the MCMC moves leave the particles close to where each stage started (mean "
+                f"correlation {corr:.2f}): resampled copies stay copies and the population is "
+                "far less diverse than its size.",
+                "Increase n_mcmc_steps / max_mcmc_steps, or use a kernel that moves further "
+                "(kernel_kwargs n_leapfrog for 'hmc').",
+            )
+        )
+    if attrs.get("init") == "laplace":
+        start = []
+        if not bool(attrs.get("laplace_converged", True)):
+            start.append("the optimizer did not converge")
+        if int(attrs.get("laplace_n_nonconcave", 0) or 0) > 0:
+            start.append(
+                f"the Hessian has {int(attrs['laplace_n_nonconcave'])} non-concave direction(s) "
+                "(no interior mode: a boundary, a ridge or a funnel)"
+            )
+        k0 = [val(r, "pareto_k_initial") for r in rows]
+        k0 = [k for k in k0 if np.isfinite(k)]
+        if k0 and max(k0) > KHAT_THRESHOLD:
+            start.append(f"the Student-t start has Pareto k̂ {max(k0):.2f} against the posterior")
+        if start:
+            out.append(
+                Problem(
+                    "start",
+                    None,
+                    "the Laplace start does not cover the posterior: " + "; ".join(start) + ".",
+                    "Use init='prior', or reparameterize the model (e.g. non-centred).",
+                )
+            )
+    hit = which(lambda r: bool(r.get("hit_max_steps", False)))
+    if hit:
+        out.append(
+            Problem(
+                "max_steps",
+                hit,
+                "max_steps was reached and the last step jumped to tau = 1.",
+                "Increase max_steps (or lower the adaptive schedule's threshold).",
+            )
+        )
+    lz = np.array([val(r, "log_marginal_likelihood") for r in rows])
+    v = np.array([val(r, "log_marginal_likelihood_mcse") ** 2 for r in rows])
+    q, p = chain_agreement(lz, v * heavy_tail_factor(pooled))
+    if np.isfinite(p) and p < AGREEMENT_P_VALUE:
+        out.append(
+            Problem(
+                "chains",
+                None,
+                f"the chains' log Z estimates (spread {np.ptp(lz):.3g} nats) disagree beyond "
+                f"their errors (chi-square {q:.3g} on {lz.size - 1} df, p = {p:.2g}).",
+                "Run longer chains (more steps or particles) until they agree.",
+            )
+        )
+    return out
+
+
+def chain_row(cs: dict) -> dict:
+    """Per-chain diagnostics from one chain's statistics (recorded tails included)."""
+    n = int(np.asarray(cs["log_weights"]).size)
+    row = {k: float(cs[k]) for k in COLUMNS[:2] if k in cs}
+    row["draws"] = n
+    if "log_marginal_likelihood_mcse" not in row and "log_z_variance" in cs:
+        row["log_marginal_likelihood_mcse"] = float(np.sqrt(cs["log_z_variance"]))
+    row["pareto_k_final"] = float(
+        cs["pareto_k_final"] if "pareto_k_final" in cs else pareto_khat(cs["log_weights"])
+    )
+    for key, typ in (
+        ("n_eves", int),
+        ("n_resamplings", int),
+        ("hit_max_steps", bool),
+        ("pareto_k_initial", float),
+    ):
+        if key in cs:
+            row[key] = typ(cs[key])
+    pk = np.asarray(cs.get("pareto_k", []), dtype=np.float64)
+    row["pareto_k_max"] = float(np.nanmax(pk)) if np.isfinite(pk).any() else np.nan
+    mc = np.asarray(cs.get("move_correlation", []), dtype=np.float64)
+    mcx = np.asarray(cs.get("move_correlation_max", []), dtype=np.float64)
+    row["move_correlation_mean"] = float(np.nanmean(mc)) if np.isfinite(mc).any() else np.nan
+    row["move_correlation_stuck_fraction"] = (
+        float(np.mean(mcx[np.isfinite(mcx)] > STUCK_CORRELATION))
+        if np.isfinite(mcx).any()
+        else np.nan
+    )
+    return row

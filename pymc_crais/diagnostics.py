@@ -1,0 +1,289 @@
+"""When an evidence estimate cannot be trusted: the run's diagnostics, the warning, the report.
+
+Every sampler run ends in :func:`check_run`, which turns what the annealing loop recorded
+(:mod:`pymc_crais.core.tails`) into per-chain diagnostics, stores them with the run
+(``sample_stats``) and raises one :class:`~pymc_crais.UnreliableEvidenceWarning` listing
+each failed check with what to do. :func:`diagnose` reads them back from a result and
+prints a report. The checks and their thresholds (docs/reliability.md,
+"Diagnostics"):
+
+``pareto_k``
+    Pareto k̂ (``arviz_stats``) of the final importance weights of each chain
+    (``pareto_k_final``) and, for runs that resample, of every stage's incremental weights
+    (``pareto_k`` per stage, ``pareto_k_max``). Above 0.7 the weights' variance is
+    effectively infinite at this N: the MCSE computed from them is meaningless (PSIS).
+``genealogy``
+    SMC only: ``n_eves``, the number of distinct initial particles the final ones descend
+    from, below 50 (or below 2 % of the particles, whichever is smaller). The within-chain
+    error is then estimated from a handful of independent families.
+``mixing``
+    SMC only: the mean over stages of ``move_correlation`` (mean over coordinates of the
+    correlation of the particles after a stage's moves with their positions before) above
+    0.8, or ``move_correlation_max`` above 0.95 on more than half the stages: the moves left
+    the resampled copies where they were, so the population is far less diverse than N.
+    (A bimodal target keeps the correlation near 0.7 through mode membership alone while
+    its estimate is right, hence not 0.5.)
+``start``
+    ``init="laplace"``: the optimizer did not converge, the Hessian at the mode was not
+    negative definite (the mode is on a boundary or a ridge), or the start's weights
+    against the posterior have k̂ > 0.7 (``pareto_k_initial``).
+``max_steps``
+    ``max_steps`` forced the last step to τ = 1 (``hit_max_steps``).
+``chains``
+    The chains disagree beyond their errors: the chi-square statistic of their
+    ``log Ẑ_c`` against the within-chain variances has a p-value below 0.001, or they span
+    more than 2 nats and more than 4 MCSE.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .diagnostic_checks import COLUMNS, Problem, chain_row, find_problems
+from .tail_stats import (
+    KHAT_THRESHOLD,
+    chain_agreement,
+    heavy_tail_factor,
+    pareto_khat,
+    pareto_khat_from_tail,
+    pooled_pareto_khat,
+)
+from .warnings import UnreliableEvidenceWarning
+
+__all__ = [
+    "KHAT_THRESHOLD",
+    "Diagnosis",
+    "Problem",
+    "chain_agreement",
+    "check_run",
+    "diagnose",
+    "heavy_tail_factor",
+    "pareto_khat",
+    "pareto_khat_from_tail",
+    "pooled_pareto_khat",
+]
+
+
+@dataclass
+class Diagnosis:
+    """The diagnostics of one run: ``table`` (one row per chain), ``problems`` (failed
+    checks) and ``ok`` (no problem). ``print(diagnosis)`` gives the report."""
+
+    table: object
+    problems: list = field(default_factory=list)
+    method: str = ""
+    log_z: float = float("nan")
+    mcse: float = float("nan")
+    pareto_k_pooled: float = float("nan")
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check passed."""
+        return not self.problems
+
+    @property
+    def flags(self) -> list[str]:
+        """Names of the failed checks."""
+        return sorted({p.check for p in self.problems})
+
+    def __str__(self) -> str:
+        import pandas as pd
+
+        lines = [f"pymc_crais diagnostics ({self.method or 'run'})"]
+        if np.isfinite(self.log_z):
+            lines.append(f"log Z = {self.log_z:.4f} ± {self.mcse:.3g} (MCSE)")
+        if np.isfinite(self.pareto_k_pooled):
+            lines.append(f"Pareto k̂ of the pooled final weights: {self.pareto_k_pooled:.2f}")
+        with pd.option_context("display.width", 120, "display.max_columns", 20):
+            lines.append(self.table.to_string(float_format=lambda v: f"{v:.5g}"))
+        if self.ok:
+            lines.append("All checks passed: no sign that log Z or its error bar is unreliable.")
+        else:
+            lines.append("UNRELIABLE: " + ", ".join(self.flags))
+            lines.extend(f"- {p}" for p in self.problems)
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p, cycle):  # IPython
+        p.text(str(self))
+
+
+def _table(rows: list[dict]):
+    import pandas as pd
+
+    cols = [c for c in COLUMNS if any(c in r for r in rows)]
+    table = pd.DataFrame([{c: r.get(c, np.nan) for c in cols} for r in rows], columns=cols)
+    for c in cols:
+        table[c] = table[c].astype(bool if c == "hit_max_steps" else float)
+    if "n_eves" in cols:
+        table["n_eves"] = table["n_eves"].astype(int)
+    table.index.name = "chain"
+    return table
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning issued here that points at the first frame outside
+    the package (the user's call), however deep the sampler's call chain is."""
+    import sys
+
+    package = __name__.rsplit(".", 1)[0]
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == package:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def check_chains(chains: list, attrs: dict) -> list:
+    """:func:`check_run` on typed chain results: returns new :class:`ChainResult` objects
+    whose ``stages`` carry ``pareto_k`` (and no recorded tails) and whose ``stats`` carry the
+    per-chain diagnostics; ``attrs`` gets ``pareto_k_pooled`` and ``diagnostics_flags``."""
+    from dataclasses import replace
+
+    dicts = [c.as_dict() for c in chains]
+    check_run(dicts, attrs, stacklevel=None)
+    out = []
+    for c, d in zip(chains, dicts, strict=True):
+        stages = {k: v for k, v in c.stages.items() if k != "weight_tail"}
+        if "pareto_k" in d:
+            stages["pareto_k"] = d["pareto_k"]
+        stats = {k: v for k, v in c.stats.items() if k != "initial_weight_tail"}
+        for key in ("pareto_k_final", "pareto_k_max", "pareto_k_initial", "move_correlation_mean"):
+            if key in d:
+                stats[key] = d[key]
+        out.append(replace(c, stages=stages, stats=stats))
+    return out
+
+
+def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = None) -> Diagnosis:
+    """Compute the diagnostics of a finished run, store them, and warn if it is unreliable.
+
+    Called by every sampler on its per-chain output before the results are built. Replaces
+    the recorded weight tails (``weight_tail``, ``initial_weight_tail``) by k̂ values:
+    per stage ``pareto_k`` and per chain ``pareto_k_max``, ``pareto_k_final``,
+    ``pareto_k_initial``, ``move_correlation_mean``; records ``diagnostics_flags`` in
+    ``attrs``.
+
+    Parameters
+    ----------
+    chain_stats : list of dict
+        Per-chain statistics (modified in place).
+    attrs : dict
+        Run attributes (modified in place).
+    stacklevel : int, optional
+        Of the warning; by default the first frame outside the package (the user's call).
+
+    Returns
+    -------
+    Diagnosis
+    """
+
+    for cs in chain_stats:
+        n = int(np.asarray(cs["log_weights"]).size)
+        tails = cs.pop("weight_tail", None)
+        init_tail = cs.pop("initial_weight_tail", None)
+        resampled = int(cs.get("n_resamplings", 0)) > 0
+        if tails is not None and resampled:
+            cs["pareto_k"] = np.array([pareto_khat_from_tail(t, n) for t in np.atleast_2d(tails)])
+        elif "tau" in cs:
+            cs["pareto_k"] = np.full(np.asarray(cs["tau"]).size, np.nan)
+        cs["pareto_k_final"] = pareto_khat(cs["log_weights"])
+        if init_tail is not None and attrs.get("init") == "laplace":
+            cs["pareto_k_initial"] = pareto_khat_from_tail(init_tail, n)
+        row = chain_row(cs)
+        cs["pareto_k_max"] = row["pareto_k_max"]
+        cs["move_correlation_mean"] = row["move_correlation_mean"]
+    rows = [chain_row(cs) for cs in chain_stats]
+    attrs["pareto_k_pooled"] = pooled_pareto_khat(
+        [cs["log_weights"] for cs in chain_stats],
+        [cs["log_marginal_likelihood"] for cs in chain_stats],
+    )
+    problems = find_problems(rows, attrs)
+    attrs["diagnostics_flags"] = ",".join(sorted({p.check for p in problems}))
+    table = _table(rows)
+    diagnosis = Diagnosis(
+        table, problems, str(attrs.get("method", "")), pareto_k_pooled=attrs["pareto_k_pooled"]
+    )
+    if problems:
+        level = _user_stacklevel() if stacklevel is None else stacklevel
+        warnings.warn(_warning_text(problems), UnreliableEvidenceWarning, stacklevel=level)
+    return diagnosis
+
+
+def _warning_text(problems: list[Problem]) -> str:
+    head = "the evidence estimate or its error bar is unreliable: " + ", ".join(
+        sorted({p.check for p in problems})
+    )
+    body = "\n".join(f"- {p}" for p in problems)
+    return f"{head}.\n{body}\nSee pymc_crais.diagnose(idata) for the per-chain report."
+
+
+def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
+    """The diagnostics report of a pymc_crais result.
+
+    Parameters
+    ----------
+    idata : xarray.DataTree or SamplerResult
+        Output of any pymc_crais sampler.
+    verbose : bool, default False
+        Print the report.
+
+    Returns
+    -------
+    Diagnosis
+        ``print(diagnosis)`` gives the report; ``diagnosis.table`` has one row per chain,
+        ``diagnosis.problems`` the failed checks (each with what to do), ``diagnosis.ok``.
+
+    Examples
+    --------
+    >>> report = pmc.diagnose(idata)  # doctest: +SKIP
+    >>> print(report)  # doctest: +SKIP
+    """
+
+    from .results import log_marginal_likelihood
+
+    if idata is None or not (hasattr(idata, "chain_stats") or hasattr(idata, "children")):
+        raise TypeError(
+            f"idata must be the output of a pymc_crais sampler (an xarray.DataTree or a "
+            f"SamplerResult), got {type(idata).__name__}"
+        )
+    if hasattr(idata, "chain_stats"):
+        chain_stats, attrs = idata.chain_stats, dict(idata.attrs)
+    else:
+        try:
+            stats = idata["sample_stats"]
+        except KeyError:
+            raise TypeError("idata has no sample_stats group; pass a pymc_crais result") from None
+        attrs = dict(stats.attrs)
+        n_chains = stats.sizes.get("chain", 1)
+        chain_stats = []
+        for c in range(n_chains):
+            cs = {}
+            for name, var in stats.data_vars.items():
+                if "chain" not in var.dims:
+                    continue
+                vals = var.isel(chain=c).values
+                if var.dims == ("chain", "stage"):
+                    vals = vals[: int(stats["n_stages"].values[c])]
+                cs[name] = vals
+            chain_stats.append(cs)
+    rows = [chain_row(cs) for cs in chain_stats]
+    if "pareto_k_pooled" not in attrs:
+        attrs["pareto_k_pooled"] = pooled_pareto_khat(
+            [cs["log_weights"] for cs in chain_stats],
+            [cs["log_marginal_likelihood"] for cs in chain_stats],
+        )
+    problems = find_problems(rows, attrs)
+    table = _table(rows)
+    diag = Diagnosis(table, problems, str(attrs.get("method", "")))
+    diag.pareto_k_pooled = float(attrs["pareto_k_pooled"])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnreliableEvidenceWarning)
+            diag.log_z, diag.mcse = log_marginal_likelihood(idata)
+    except (ValueError, TypeError, KeyError):
+        pass
+    if verbose:
+        print(diag)
+    return diag
