@@ -174,6 +174,7 @@ def train(
     learn: tuple[str, ...] = ("step_logit",),
     lr: float = 1e-2,
     net_lr: float = 1e-3,
+    decay: float = 0.1,
     score: ResidualScore | None = None,
     net_params: dict | None = None,
     callback: Callable[[int, float], None] | None = None,
@@ -196,6 +197,9 @@ def train(
         ``"log_sigma"``, and for UHA ``"eta_logit"``); MCD always learns its network.
     lr, net_lr : float
         Adam learning rates of the sampler parameters and of the network.
+    decay : float, default 0.1
+        Both rates decay exponentially to ``decay`` times their initial value at the last
+        iteration (1: constant).
     score, net_params : optional
         MCD's network and its initial parameters (default ``ResidualScore(d, K)``).
     callback : callable, optional
@@ -230,10 +234,11 @@ def train(
         elbo[it] = fin.mean() if fin.size else -np.inf
         logz[it] = log_z_estimate(lw)[0]
         net_g = grads.pop("net", None)
+        f = decay ** (it / max(train_steps - 1, 1))
         if grads:
-            opt.step(params, grads)
+            opt.step(params, grads, lr * f)
         if net_g is not None:
-            opt_net.step(net_params, net_g)
+            opt_net.step(net_params, net_g, net_lr * f)
         if callback is not None:
             callback(it, float(elbo[it]))
     return TrainResult(params, net_params, elbo, logz, eps0)
