@@ -233,6 +233,7 @@ def train(
         fin = lw[np.isfinite(lw)]
         elbo[it] = fin.mean() if fin.size else -np.inf
         logz[it] = log_z_estimate(lw)[0]
+        grads.pop("x", None)
         net_g = grads.pop("net", None)
         f = decay ** (it / max(train_steps - 1, 1))
         if grads:
@@ -253,7 +254,8 @@ def estimate(
     method: str = "mcd",
     score: ResidualScore | None = None,
     batch: int = 1024,
-) -> np.ndarray:
+    return_x: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Log-weights of ``n`` fresh trajectories with the (learned) parameters.
 
     Parameters
@@ -268,10 +270,14 @@ def estimate(
         The network of ``trained`` (MCD; default ``ResidualScore(d, K)``).
     batch : int, default 1024
         Trajectories simulated at once.
+    return_x : bool, default False
+        Also return the final states ``x_K`` (weighted draws of the target).
 
     Returns
     -------
-    numpy.ndarray, shape (n,)
+    log_w : numpy.ndarray, shape (n,)
+    x : numpy.ndarray, shape (n, d)
+        Only with ``return_x``.
     """
     if isinstance(trained, TrainResult):
         params, net_params = trained.params, trained.net_params
@@ -279,11 +285,14 @@ def estimate(
         params, net_params = trained, None
     if method == "mcd" and score is None:
         score = ResidualScore(target.dim, params["step_logit"].size)
-    out = []
+    out, xs = [], []
     done = 0
     while done < n:
         m = min(batch, n - done)
-        lw, _ = _log_weights(method, target, params, rng, m, score, net_params, ())
+        lw, extra = _log_weights(method, target, params, rng, m, score, net_params, ())
         out.append(lw)
+        xs.append(extra["x"])
         done += m
+    if return_x:
+        return np.concatenate(out), np.concatenate(xs)
     return np.concatenate(out)

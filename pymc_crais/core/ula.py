@@ -305,7 +305,8 @@ def ula_log_weights(
     -------
     log_w : numpy.ndarray, shape (n,)
     grads : dict
-        The requested gradients (``"net"`` is a dict of the network's gradients).
+        The requested gradients (``"net"`` is a dict of the network's gradients), and
+        ``"x"``: the final states ``x_K``, shape ``(n, d)``.
     """
     d = target.dim
     K = params["step_logit"].size
@@ -347,7 +348,7 @@ def ula_log_weights(
         x = x_new
     log_w = log_w + lp
     log_w = np.where(np.isfinite(log_w), log_w, -np.inf)
-    grads: dict = {}
+    grads: dict = {"x": x}
     if not store:
         return log_w, grads
     ok = np.isfinite(log_w)[:, None]  # a particle with a non-finite weight contributes nothing
@@ -478,7 +479,7 @@ def uha_log_weights(
             zetas.append(zeta)
     log_w = log_w + lp
     log_w = np.where(np.isfinite(log_w), log_w, -np.inf)
-    grads: dict = {}
+    grads: dict = {"x": x}
     if not store:
         return log_w, grads
     ok = np.isfinite(log_w)[:, None]
