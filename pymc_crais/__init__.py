@@ -8,6 +8,8 @@ sample_crais
     Constant-rate AIS: a tuned schedule, then a fresh final run on it.
 sample_rts
     Rao-Blackwellized tempered sampling (RTS), with thermodynamic integration from its draws.
+sample_mcd
+    Learned unadjusted annealing: Monte Carlo Diffusion, ULA or UHA AIS.
 sample_smc
     Tempered SMC (ESS, CESS, constant-rate = CR-SMC, fixed) with pm.sample_smc's signature.
 CRSMC, BatchedSMC
@@ -26,6 +28,7 @@ from .core.anneal import WeightsVanishedError
 from .core.initial import GaussianInitial, StudentTInitial
 from .plots import plot_evidence, plot_log_weights, plot_schedule
 from .pymc.compile import PerParticleFallbackWarning
+from .pymc.mcd import sample_mcd
 from .pymc.rts import sample_rts
 from .pymc.sampling import (
     ChainFailedError,
@@ -62,6 +65,7 @@ __all__ = [
     "log_marginal_likelihood",
     "sample_ais",
     "sample_crais",
+    "sample_mcd",
     "sample_rts",
     "sample_smc",
     "schedule_from_result",
