@@ -37,14 +37,22 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pymc_crais.core.mcd import ResidualScore, estimate, train  # noqa: E402
-from pymc_crais.core.ula import FunctionTarget, init_params, log_z_estimate  # noqa: E402
+from pymc_crais.core.mcd import ResidualScore, estimate, train
+from pymc_crais.core.ula import FunctionTarget, init_params, log_z_estimate
 
 MIXTURE_SEED = 2022
 PAPER = {
     1: {
-        "ula": {20: (-0.83, -0.086, -0.059), 200: (-42.84, -17.10, -5.95), 500: (-142.40, -59.30, -24.57)},
-        "mcd": {20: (-0.0013, 0.0019, -0.0002), 200: (-0.087, -0.018, -0.020), 500: (-0.58, -0.045, -0.040)},
+        "ula": {
+            20: (-0.83, -0.086, -0.059),
+            200: (-42.84, -17.10, -5.95),
+            500: (-142.40, -59.30, -24.57),
+        },
+        "mcd": {
+            20: (-0.0013, 0.0019, -0.0002),
+            200: (-0.087, -0.018, -0.020),
+            500: (-0.58, -0.045, -0.040),
+        },
         "steps": (64, 128, 256),
     },
     2: {
@@ -108,22 +116,44 @@ def run_one(table, method, d, K, seed, args):
         learn = ("step_logit", "schedule_logit", "mu", "log_sigma")
         if method == "uha":
             learn = (*learn, "eta_logit")
-    score = ResidualScore(d, K, hidden=args.hidden, n_blocks=args.blocks) if method == "mcd" else None
+    score = (
+        ResidualScore(d, K, hidden=args.hidden, n_blocks=args.blocks) if method == "mcd" else None
+    )
     t0 = time.perf_counter()
     res = train(
-        target, params, rng, method=method, train_steps=args.iters, batch=args.batch, learn=learn,
-        lr=args.lr, net_lr=args.net_lr, score=score,
+        target,
+        params,
+        rng,
+        method=method,
+        train_steps=args.iters,
+        batch=args.batch,
+        learn=learn,
+        lr=args.lr,
+        net_lr=args.net_lr,
+        score=score,
     )
     t1 = time.perf_counter()
     lw = estimate(target, res, rng, args.n_eval, method=method, score=score)
     log_z, mcse = log_z_estimate(lw)
     return {
-        "table": table, "method": method, "d": d, "K": K, "seed": seed, "log_z": log_z, "mcse": mcse,
-        "elbo_last": float(np.mean(res.elbo[-max(1, args.iters // 20):])),
+        "table": table,
+        "method": method,
+        "d": d,
+        "K": K,
+        "seed": seed,
+        "log_z": log_z,
+        "mcse": mcse,
+        "elbo_last": float(np.mean(res.elbo[-max(1, args.iters // 20) :])),
         "eval_mean_log_w": float(np.mean(lw[np.isfinite(lw)])),
-        "iters": args.iters, "batch": args.batch, "n_eval": args.n_eval, "hidden": args.hidden,
-        "blocks": args.blocks, "lr": args.lr, "net_lr": args.net_lr,
-        "train_s_contended": t1 - t0, "eval_s_contended": time.perf_counter() - t1,
+        "iters": args.iters,
+        "batch": args.batch,
+        "n_eval": args.n_eval,
+        "hidden": args.hidden,
+        "blocks": args.blocks,
+        "lr": args.lr,
+        "net_lr": args.net_lr,
+        "train_s_contended": t1 - t0,
+        "eval_s_contended": time.perf_counter() - t1,
     }
 
 
@@ -138,12 +168,16 @@ def print_rows(rows):
         pm = z.std(ddof=1) / np.sqrt(z.size) if z.size > 1 else rs[0]["mcse"]
         ref = PAPER[t].get(m, {}).get(d)
         paper = ref[PAPER[t]["steps"].index(K)] if ref and K in PAPER[t]["steps"] else "—"
-        print(f"| {t} | {m.upper()} | {d} | {K} | {z.mean():.4f} | {pm:.4f} | {z.size} | "
-              f"{rs[0]['iters']} × {rs[0]['batch']} | {paper} |")
+        print(
+            f"| {t} | {m.upper()} | {d} | {K} | {z.mean():.4f} | {pm:.4f} | {z.size} | "
+            f"{rs[0]['iters']} × {rs[0]['batch']} | {paper} |"
+        )
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--table", type=int, choices=(1, 2), default=1)
     ap.add_argument("--dims", type=int, nargs="+", default=[20, 200, 500])
     ap.add_argument("--steps", type=int, nargs="+", default=None)
@@ -160,7 +194,9 @@ def main():
     ap.add_argument("--from", dest="from_path", default=None)
     args = ap.parse_args()
     if args.from_path:
-        print_rows([json.loads(line) for line in Path(args.from_path).read_text().splitlines() if line])
+        print_rows(
+            [json.loads(line) for line in Path(args.from_path).read_text().splitlines() if line]
+        )
         return
     steps = args.steps or list(PAPER[args.table]["steps"])
     methods = args.methods or (["ula", "mcd"] if args.table == 1 else ["ula", "uha", "mcd"])

@@ -16,8 +16,14 @@ def regression():
 def test_sample_mcd_short_run_within_mcse(regression, method):
     """A short training (cheap) is enough for an unbiased estimate within its error bar."""
     idata = pmc.sample_mcd(
-        draws=1000, n_steps=16, train_steps=40, chains=2, method=method, random_seed=3,
-        model=regression.model, progressbar=False,
+        draws=1000,
+        n_steps=16,
+        train_steps=40,
+        chains=2,
+        method=method,
+        random_seed=3,
+        model=regression.model,
+        progressbar=False,
     )
     value, mcse = pmc.log_marginal_likelihood(idata)
     assert 0 < mcse < 0.15
@@ -36,20 +42,40 @@ def test_sample_mcd_short_run_within_mcse(regression, method):
 
 
 def test_sample_mcd_same_seed_same_bits(regression):
-    kw = dict(draws=200, n_steps=8, train_steps=5, chains=1, random_seed=9, model=regression.model, progressbar=False)
+    kw = {
+        "draws": 200,
+        "n_steps": 8,
+        "train_steps": 5,
+        "chains": 1,
+        "random_seed": 9,
+        "model": regression.model,
+        "progressbar": False,
+    }
     a = pmc.sample_mcd(**kw)
     b = pmc.sample_mcd(**kw)
-    np.testing.assert_array_equal(a.sample_stats.log_weights.values, b.sample_stats.log_weights.values)
+    np.testing.assert_array_equal(
+        a.sample_stats.log_weights.values, b.sample_stats.log_weights.values
+    )
     np.testing.assert_array_equal(a.posterior["beta"].values, b.posterior["beta"].values)
 
 
 def test_sample_mcd_fd_hvp_matches_compiled(regression):
     """The central-difference HVP fallback gives the same training up to rounding."""
-    kw = dict(draws=200, n_steps=8, train_steps=5, chains=1, random_seed=9, model=regression.model, progressbar=False)
+    kw = {
+        "draws": 200,
+        "n_steps": 8,
+        "train_steps": 5,
+        "chains": 1,
+        "random_seed": 9,
+        "model": regression.model,
+        "progressbar": False,
+    }
     a = pmc.sample_mcd(hvp="pytensor", **kw)
     b = pmc.sample_mcd(hvp="fd", **kw)
     assert a.sample_stats.attrs["hvp"] == "pytensor" and b.sample_stats.attrs["hvp"] == "fd"
-    np.testing.assert_allclose(a.sample_stats.step_size.values, b.sample_stats.step_size.values, rtol=1e-5)
+    np.testing.assert_allclose(
+        a.sample_stats.step_size.values, b.sample_stats.step_size.values, rtol=1e-5
+    )
 
 
 def test_sample_mcd_argument_errors(regression):

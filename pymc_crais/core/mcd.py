@@ -159,7 +159,13 @@ def _log_weights(method, target, params, rng, n, score, net_params, gradient):
     if method == "uha":
         return uha_log_weights(target, params, rng, n, gradient=gradient)
     return ula_log_weights(
-        target, params, rng, n, score=score if method == "mcd" else None, net_params=net_params, gradient=gradient
+        target,
+        params,
+        rng,
+        n,
+        score=score if method == "mcd" else None,
+        net_params=net_params,
+        gradient=gradient,
     )
 
 
@@ -216,13 +222,19 @@ def train(
     if method == "mcd":
         if score is None:
             score = ResidualScore(target.dim, K)
-        net_params = score.init(rng) if net_params is None else {k: v.copy() for k, v in net_params.items()}
+        net_params = (
+            score.init(rng) if net_params is None else {k: v.copy() for k, v in net_params.items()}
+        )
     else:
         net_params = None
-    allowed = {"step_logit", "schedule_logit", "mu", "log_sigma"} | ({"eta_logit"} if method == "uha" else set())
+    allowed = {"step_logit", "schedule_logit", "mu", "log_sigma"} | (
+        {"eta_logit"} if method == "uha" else set()
+    )
     bad = set(learn) - allowed
     if bad:
-        raise ValueError(f"cannot learn {sorted(bad)} with method={method!r}; choose from {sorted(allowed)}")
+        raise ValueError(
+            f"cannot learn {sorted(bad)} with method={method!r}; choose from {sorted(allowed)}"
+        )
     gradient = tuple(learn) + (("net",) if method == "mcd" else ())
     opt, opt_net = Adam(lr), Adam(net_lr)
     elbo = np.empty(train_steps)

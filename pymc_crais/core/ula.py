@@ -221,8 +221,12 @@ def init_params(
     """
     if not 0 < step_size < max_step:
         raise ValueError(f"step_size must be in (0, max_step={max_step}), got {step_size}")
-    mean = np.zeros(dim) if mean is None else np.broadcast_to(np.asarray(mean, float), (dim,)).copy()
-    scale = np.ones(dim) if scale is None else np.broadcast_to(np.asarray(scale, float), (dim,)).copy()
+    mean = (
+        np.zeros(dim) if mean is None else np.broadcast_to(np.asarray(mean, float), (dim,)).copy()
+    )
+    scale = (
+        np.ones(dim) if scale is None else np.broadcast_to(np.asarray(scale, float), (dim,)).copy()
+    )
     return {
         "step_logit": np.full(n_steps, float(_logit(step_size / max_step))),
         "schedule_logit": np.zeros(n_steps),
@@ -558,7 +562,14 @@ class Adam:
         the occasional huge gradient of a degenerate trajectory).
     """
 
-    def __init__(self, lr: float = 1e-3, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, clip: float | None = 10.0):
+    def __init__(
+        self,
+        lr: float = 1e-3,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        eps: float = 1e-8,
+        clip: float | None = 10.0,
+    ):
         self.lr, self.b1, self.b2, self.eps, self.clip = lr, beta1, beta2, eps, clip
         self.m: dict = {}
         self.v: dict = {}

@@ -20,7 +20,13 @@ import numpy as np
 from ..core.initial import laplace_fit
 from ..core.mcd import METHODS, ResidualScore, estimate, train
 from ..core.resampling import systematic
-from ..core.ula import DensityTarget, betas_from_params, init_params, log_z_estimate, step_sizes_from_params
+from ..core.ula import (
+    DensityTarget,
+    betas_from_params,
+    init_params,
+    log_z_estimate,
+    step_sizes_from_params,
+)
 from ..core.weights import normalized_weights
 
 __all__ = ["sample_mcd"]
@@ -55,7 +61,7 @@ def compile_hvp(model, layout, compile_kwargs: dict | None = None):
         fn = _compile([xb, vb], [hv], dict(compile_kwargs or {}))
         x0 = np.zeros((2, layout.dim))
         fn(x0, x0)
-    except Exception:  # an Op without a second derivative, or an unbatchable graph
+    except Exception:  # noqa: BLE001 (an Op without a second derivative, an unbatchable graph)
         return None
 
     def hvp(x, v):
@@ -162,9 +168,28 @@ def sample_mcd(
 
 
 def _sample_mcd(
-    *, draws, n_steps, train_steps, method, chains, random_seed, model, batch, learn, lr, net_lr,
-    step_size, max_step, hidden, n_blocks, hvp, progressbar, return_inferencedata, idata_kwargs,
-    backend, compile_kwargs,
+    *,
+    draws,
+    n_steps,
+    train_steps,
+    method,
+    chains,
+    random_seed,
+    model,
+    batch,
+    learn,
+    lr,
+    net_lr,
+    step_size,
+    max_step,
+    hidden,
+    n_blocks,
+    hvp,
+    progressbar,
+    return_inferencedata,
+    idata_kwargs,
+    backend,
+    compile_kwargs,
 ):
     t_start = time.perf_counter()
     _setup, _finish, _check_int, ChainProgress = _sampler_helpers()
@@ -176,11 +201,23 @@ def _sample_mcd(
     train_steps = _check_int(train_steps, "train_steps", 0, "e.g. train_steps=400")
     batch = _check_int(batch, "batch", 2, "e.g. batch=64")
     if learn is None:
-        learn = ("step_logit", "schedule_logit", "mu", "log_sigma") + (("eta_logit",) if method == "uha" else ())
+        learn = ("step_logit", "schedule_logit", "mu", "log_sigma") + (
+            ("eta_logit",) if method == "uha" else ()
+        )
     setup = _setup(
-        model=model, draws=draws, chains=2 if chains is None else chains, cores=1, kernel="mala",
-        kernel_kwargs=None, init="prior", init_kwargs=None, random_seed=random_seed,
-        backend=backend, compile_kwargs=compile_kwargs, idata_kwargs=idata_kwargs, n_mcmc_steps=1,
+        model=model,
+        draws=draws,
+        chains=2 if chains is None else chains,
+        cores=1,
+        kernel="mala",
+        kernel_kwargs=None,
+        init="prior",
+        init_kwargs=None,
+        random_seed=random_seed,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        idata_kwargs=idata_kwargs,
+        n_mcmc_steps=1,
     )
     density, layout = setup.density, setup.layout
     from .compile import initial_point_vector
@@ -189,7 +226,9 @@ def _sample_mcd(
     shift, scale = fit.mode, np.sqrt(np.clip(np.diag(fit.cov), 1e-300, None))
     hvp_fn = None if hvp == "fd" else compile_hvp(setup.model, layout, setup.compile_kwargs)
     if hvp == "pytensor" and hvp_fn is None:
-        raise ValueError("hvp='pytensor': the model's Hessian-vector product could not be compiled; use hvp='fd'")
+        raise ValueError(
+            "hvp='pytensor': the model's Hessian-vector product could not be compiled; use hvp='fd'"
+        )
     attrs = {
         "method": method,
         "path": "geometric",
@@ -215,22 +254,38 @@ def _sample_mcd(
     with ChainProgress(progressbar, setup.chains, f"{method.upper()} training") as prog:
         for c in range(setup.chains):
             rng = setup.chain_rngs[c]
-            target = DensityTarget(layout.dim, density=density, hvp_fn=hvp_fn, shift=shift, scale=scale)
+            target = DensityTarget(
+                layout.dim, density=density, hvp_fn=hvp_fn, shift=shift, scale=scale
+            )
             before = density.n_evals
             params = init_params(layout.dim, n_steps, step_size=step_size, max_step=max_step)
-            score = ResidualScore(layout.dim, n_steps, hidden=hidden, n_blocks=n_blocks) if method == "mcd" else None
+            score = (
+                ResidualScore(layout.dim, n_steps, hidden=hidden, n_blocks=n_blocks)
+                if method == "mcd"
+                else None
+            )
 
             def report(it, elbo, c=c):
                 prog.update(c, it + 1, (it + 1) / max(train_steps, 1), float("nan"), float("nan"))
 
             res = train(
-                target, params, rng, method=method, train_steps=train_steps, batch=batch,
-                learn=tuple(learn), lr=lr, net_lr=net_lr,
-                score=score, callback=report,
+                target,
+                params,
+                rng,
+                method=method,
+                train_steps=train_steps,
+                batch=batch,
+                learn=tuple(learn),
+                lr=lr,
+                net_lr=net_lr,
+                score=score,
+                callback=report,
             )
             n_train = density.n_evals - before + 2 * (target.n_hvp if hvp_fn is not None else 0)
             before = density.n_evals
-            lw, y = estimate(target, res, rng, setup.draws, method=method, score=score, return_x=True)
+            lw, y = estimate(
+                target, res, rng, setup.draws, method=method, score=score, return_x=True
+            )
             n_est = density.n_evals - before
             log_z, mcse = log_z_estimate(lw)
             idx = rng.permutation(systematic(rng, normalized_weights(lw), setup.draws))
@@ -260,7 +315,9 @@ def _sample_mcd(
             elbos.append(res.elbo)
             logzs.append(res.log_z)
             eps_all.append(eps)
-            q0_all.append((shift + scale * res.params["mu"], scale * np.exp(res.params["log_sigma"])))
+            q0_all.append(
+                (shift + scale * res.params["mu"], scale * np.exp(res.params["log_sigma"]))
+            )
     attrs["sampling_time"] = time.perf_counter() - t0
     attrs["wall_time"] = time.perf_counter() - t_start
     extra = {

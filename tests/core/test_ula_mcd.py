@@ -51,8 +51,13 @@ def _objective(method, target, p, net, score, keys):
     if method == "uha":
         return uha_log_weights(target, p, np.random.default_rng(5), N, gradient=tuple(keys))
     return ula_log_weights(
-        target, p, np.random.default_rng(5), N, score=score if method == "mcd" else None,
-        net_params=net, gradient=tuple(keys) + extra,
+        target,
+        p,
+        np.random.default_rng(5),
+        N,
+        score=score if method == "mcd" else None,
+        net_params=net,
+        gradient=tuple(keys) + extra,
     )
 
 
@@ -66,7 +71,9 @@ def test_elbo_gradients_match_finite_differences(method):
     score = ResidualScore(D, K, hidden=8, n_blocks=2)
     net = score.init(np.random.default_rng(1))
     net["W_out"] = np.random.default_rng(2).normal(0, 0.1, net["W_out"].shape)  # non-zero path
-    keys = ["step_logit", "schedule_logit", "mu", "log_sigma"] + (["eta_logit"] if method == "uha" else [])
+    keys = ["step_logit", "schedule_logit", "mu", "log_sigma"] + (
+        ["eta_logit"] if method == "uha" else []
+    )
     _, g = _objective(method, target, p, net, score, keys)
     h = 1e-6
     for key in keys:
@@ -119,10 +126,16 @@ def test_mcd_starts_from_the_ula_reversal_and_is_reproducible():
     score = ResidualScore(D, K, hidden=8)
     net = score.init(np.random.default_rng(0))
     lw_ula, _ = ula_log_weights(target, p, np.random.default_rng(3), 50)
-    lw_mcd, _ = ula_log_weights(target, p, np.random.default_rng(3), 50, score=score, net_params=net)
+    lw_mcd, _ = ula_log_weights(
+        target, p, np.random.default_rng(3), 50, score=score, net_params=net
+    )
     np.testing.assert_array_equal(lw_ula, lw_mcd)
-    r1 = train(target, p, np.random.default_rng(4), method="mcd", train_steps=5, batch=16, score=score)
-    r2 = train(target, p, np.random.default_rng(4), method="mcd", train_steps=5, batch=16, score=score)
+    r1 = train(
+        target, p, np.random.default_rng(4), method="mcd", train_steps=5, batch=16, score=score
+    )
+    r2 = train(
+        target, p, np.random.default_rng(4), method="mcd", train_steps=5, batch=16, score=score
+    )
     np.testing.assert_array_equal(r1.elbo, r2.elbo)
     np.testing.assert_array_equal(r1.net_params["W_out"], r2.net_params["W_out"])
 
@@ -133,13 +146,27 @@ def test_training_raises_the_elbo_and_mcd_beats_ula():
     within its MCSE of 0."""
     d, k = 5, 16
     target = FunctionTarget(
-        d, log_density=lambda x: -0.5 * np.sum(x * x, 1) - 0.5 * d * np.log(2 * np.pi),
-        grad_log_density=lambda x: -x, hvp_fn=lambda x, v: -v,
+        d,
+        log_density=lambda x: -0.5 * np.sum(x * x, 1) - 0.5 * d * np.log(2 * np.pi),
+        grad_log_density=lambda x: -x,
+        hvp_fn=lambda x, v: -v,
     )
     p = init_params(d, k, step_size=0.05, mean=3.0)
-    ula = train(target, p, np.random.default_rng(1), method="ula", train_steps=150, batch=32, lr=0.05)
+    ula = train(
+        target, p, np.random.default_rng(1), method="ula", train_steps=150, batch=32, lr=0.05
+    )
     score = ResidualScore(d, k, hidden=16)
-    mcd = train(target, p, np.random.default_rng(1), method="mcd", train_steps=150, batch=32, lr=0.05, net_lr=0.01, score=score)
+    mcd = train(
+        target,
+        p,
+        np.random.default_rng(1),
+        method="mcd",
+        train_steps=150,
+        batch=32,
+        lr=0.05,
+        net_lr=0.01,
+        score=score,
+    )
     assert ula.elbo[-10:].mean() > ula.elbo[:10].mean() + 5
     assert mcd.elbo[-10:].mean() > ula.elbo[-10:].mean()
     lw = estimate(target, mcd, np.random.default_rng(2), 4000, method="mcd", score=score)
@@ -151,7 +178,9 @@ def test_train_rejects_unknown_parameters():
     target = _nonquadratic_target()
     p = init_params(D, K)
     with pytest.raises(ValueError, match="eta_logit"):
-        train(target, p, np.random.default_rng(0), method="ula", learn=("eta_logit",), train_steps=1)
+        train(
+            target, p, np.random.default_rng(0), method="ula", learn=("eta_logit",), train_steps=1
+        )
     with pytest.raises(ValueError, match="method"):
         train(target, p, np.random.default_rng(0), method="nuts", train_steps=1)
 
