@@ -117,7 +117,7 @@ class FunctionTarget(LangevinTarget):
     dim : int
     log_density, grad_log_density : callable
         ``(N, d) -> (N,)`` and ``(N, d) -> (N, d)``.
-    hvp : callable, optional
+    hvp_fn : callable, optional
         ``(x, v) -> (N, d)`` Hessian-vector products. Without it, a central difference of
         the gradient along ``v`` (two gradient calls; relative error about 1e-7).
     """
