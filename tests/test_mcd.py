@@ -105,3 +105,22 @@ def test_sample_ula_uha_defaults_exact_regression(method):
     idata = pmc.sample_mcd(method=method, model=m.model, random_seed=7, progressbar=False)
     value, mcse = pmc.log_marginal_likelihood(idata)
     assert abs(value - m.log_z) < 3 * mcse + 0.02, (value, m.log_z, mcse)
+
+
+def test_sample_mcd_without_training_is_plain_ula(regression):
+    """train_steps=0: the initial parameters as they are (a plain ULA AIS run)."""
+    idata = pmc.sample_mcd(
+        draws=300,
+        n_steps=8,
+        train_steps=0,
+        chains=1,
+        method="ula",
+        random_seed=2,
+        model=regression.model,
+        progressbar=False,
+    )
+    ss = idata.sample_stats
+    assert ss.training_elbo.shape == (1, 0)
+    np.testing.assert_allclose(ss.step_size.values, 0.05)
+    assert int(ss.n_logp_evals_training[0]) == 0
+    assert np.isfinite(float(ss.log_marginal_likelihood[0]))
