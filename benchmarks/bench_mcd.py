@@ -6,6 +6,8 @@ matching": ULA, UHA and Monte Carlo Diffusion (MCD) on normalized targets (log Z
         [--hidden 64] [--blocks 2] [--jsonl PATH]
     python benchmarks/bench_mcd.py --table 2 ...          # the Gaussian mixture
     python benchmarks/bench_mcd.py --from PATH             # re-print saved rows
+    python benchmarks/bench_mcd.py --pymc 5 [--methods mcd uha ula]
+        # pmc.sample_mcd with its defaults on tests/exact_models.linear_regression(d=5)
 
 Results and the commands behind them: docs/benchmarks.md, "Learned backward kernels (MCD)".
 
@@ -157,6 +159,23 @@ def run_one(table, method, d, K, seed, args):
     }
 
 
+def run_pymc(d, methods):
+    """``pmc.sample_mcd`` with its defaults (seed 1) on the exact conjugate regression."""
+    import pymc_crais as pmc
+    from tests.exact_models import linear_regression
+
+    m = linear_regression(d=d)
+    for method in methods:
+        idata = pmc.sample_mcd(method=method, model=m.model, random_seed=1, progressbar=False)
+        value, mcse = pmc.log_marginal_likelihood(idata)
+        ss = idata.sample_stats
+        print(
+            f"{method}: d={d} exact {m.log_z:.4f} estimate {value:.4f} ± {mcse:.4f} "
+            f"error {value - m.log_z:+.4f}; n_logp_evals per chain {ss.n_logp_evals.values.tolist()}",
+            flush=True,
+        )
+
+
 def print_rows(rows):
     groups: dict = {}
     for r in rows:
@@ -192,7 +211,11 @@ def main():
     ap.add_argument("--net-lr", type=float, default=0.005)
     ap.add_argument("--jsonl", default=None)
     ap.add_argument("--from", dest="from_path", default=None)
+    ap.add_argument("--pymc", type=int, default=None, help="d of the exact regression")
     args = ap.parse_args()
+    if args.pymc:
+        run_pymc(args.pymc, args.methods or ["mcd", "uha", "ula"])
+        return
     if args.from_path:
         print_rows(
             [json.loads(line) for line in Path(args.from_path).read_text().splitlines() if line]
