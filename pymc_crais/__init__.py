@@ -8,6 +8,8 @@ sample_crais
     Constant-rate AIS: a tuned schedule, then a fresh final run on it.
 sample_rts
     Rao-Blackwellized tempered sampling (RTS), with thermodynamic integration from its draws.
+sample_mcd
+    Learned unadjusted annealing: Monte Carlo Diffusion, ULA or UHA AIS.
 sample_smc
     Tempered SMC (ESS, CESS, constant-rate = CR-SMC, fixed) with pm.sample_smc's signature.
 CRAIS, CRSMC, BatchedSMC
@@ -35,6 +37,7 @@ from .results import log_marginal_likelihood
 from .samplers.ais import sample_ais
 from .samplers.compile import PerParticleFallbackWarning
 from .samplers.crais import sample_crais
+from .samplers.mcd import sample_mcd
 from .samplers.rts import sample_rts
 from .samplers.runner import ChainFailedError
 from .samplers.smc import sample_smc
@@ -71,6 +74,7 @@ __all__ = [
     "plot_schedule",
     "sample_ais",
     "sample_crais",
+    "sample_mcd",
     "sample_rts",
     "sample_smc",
     "schedule_from_result",

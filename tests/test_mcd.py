@@ -1,0 +1,126 @@
+"""sample_mcd: MCD, ULA and UHA on PyMC models against exact evidence."""
+
+import numpy as np
+import pytest
+
+import pymc_crais as pmc
+from tests.exact_models import linear_regression
+
+
+@pytest.fixture(scope="module")
+def regression():
+    return linear_regression(n=30, d=3, seed=4)
+
+
+@pytest.mark.parametrize("method", ["mcd", "uha"])
+def test_sample_mcd_short_run_within_mcse(regression, method):
+    """A short training (cheap) is enough for an unbiased estimate within its error bar."""
+    idata = pmc.sample_mcd(
+        draws=1000,
+        n_steps=16,
+        train_steps=40,
+        chains=2,
+        method=method,
+        random_seed=3,
+        model=regression.model,
+        progressbar=False,
+    )
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert 0 < mcse < 0.15
+    assert abs(value - regression.log_z) < 3 * mcse + 0.02, (value, regression.log_z, mcse)
+    ss = idata.sample_stats
+    assert ss.attrs["method"] == method
+    assert ss.training_elbo.shape == (2, 40)
+    assert ss.step_size.shape == (2, 16)
+    assert np.all((ss.step_size > 0) & (ss.step_size <= 0.25))
+    assert np.all(np.diff(ss.tau.values, axis=1) > 0) and np.allclose(ss.tau.values[:, -1], 1.0)
+    # training evaluations are part of the cost: 40 iterations x 64 trajectories x 16 steps
+    assert np.all(ss.n_logp_evals_training >= 40 * 64 * 16)
+    assert np.all(ss.n_logp_evals > ss.n_logp_evals_training + 1000 * 16)
+    post = idata.posterior["beta"].mean(("chain", "draw")).values
+    np.testing.assert_allclose(post, regression.posterior_mean["beta"], atol=0.1)
+
+
+def test_sample_mcd_same_seed_same_bits(regression):
+    kw = {
+        "draws": 200,
+        "n_steps": 8,
+        "train_steps": 5,
+        "chains": 1,
+        "random_seed": 9,
+        "model": regression.model,
+        "progressbar": False,
+    }
+    a = pmc.sample_mcd(**kw)
+    b = pmc.sample_mcd(**kw)
+    np.testing.assert_array_equal(
+        a.sample_stats.log_weights.values, b.sample_stats.log_weights.values
+    )
+    np.testing.assert_array_equal(a.posterior["beta"].values, b.posterior["beta"].values)
+
+
+def test_sample_mcd_fd_hvp_matches_compiled(regression):
+    """The central-difference HVP fallback gives the same training up to rounding."""
+    kw = {
+        "draws": 200,
+        "n_steps": 8,
+        "train_steps": 5,
+        "chains": 1,
+        "random_seed": 9,
+        "model": regression.model,
+        "progressbar": False,
+    }
+    a = pmc.sample_mcd(hvp="pytensor", **kw)
+    b = pmc.sample_mcd(hvp="fd", **kw)
+    assert a.sample_stats.attrs["hvp"] == "pytensor" and b.sample_stats.attrs["hvp"] == "fd"
+    np.testing.assert_allclose(
+        a.sample_stats.step_size.values, b.sample_stats.step_size.values, rtol=1e-5
+    )
+
+
+def test_sample_mcd_argument_errors(regression):
+    with pytest.raises(ValueError, match="method"):
+        pmc.sample_mcd(method="nuts", model=regression.model)
+    with pytest.raises(ValueError, match="hvp"):
+        pmc.sample_mcd(hvp="exact", model=regression.model)
+    with pytest.raises(ValueError, match="n_steps"):
+        pmc.sample_mcd(n_steps=0, model=regression.model)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [5, 10])
+def test_sample_mcd_defaults_exact_regression(d):
+    """The call a user writes: defaults, within 0.15 nat and 3 MCSE of the exact log Z."""
+    m = linear_regression(d=d)
+    idata = pmc.sample_mcd(model=m.model, random_seed=20261123, progressbar=False)
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert abs(value - m.log_z) < 0.15, (value, m.log_z, mcse)
+    assert abs(value - m.log_z) < 3 * mcse, (value, m.log_z, mcse)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["ula", "uha"])
+def test_sample_ula_uha_defaults_exact_regression(method):
+    m = linear_regression(d=5)
+    idata = pmc.sample_mcd(method=method, model=m.model, random_seed=7, progressbar=False)
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert abs(value - m.log_z) < 3 * mcse + 0.02, (value, m.log_z, mcse)
+
+
+def test_sample_mcd_without_training_is_plain_ula(regression):
+    """train_steps=0: the initial parameters as they are (a plain ULA AIS run)."""
+    idata = pmc.sample_mcd(
+        draws=300,
+        n_steps=8,
+        train_steps=0,
+        chains=1,
+        method="ula",
+        random_seed=2,
+        model=regression.model,
+        progressbar=False,
+    )
+    ss = idata.sample_stats
+    assert ss.training_elbo.shape == (1, 0)
+    np.testing.assert_allclose(ss.step_size.values, 0.05)
+    assert int(ss.n_logp_evals_training[0]) == 0
+    assert np.isfinite(float(ss.log_marginal_likelihood[0]))
