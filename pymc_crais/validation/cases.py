@@ -313,7 +313,8 @@ def _student_t_location(nu=3.0, prior_sd=10.0):
         pm.StudentT("y", nu=nu, mu=mu, sigma=1.0, observed=y)
 
     def f(m):
-        return stats.norm(0, prior_sd).logpdf(m) + stats.t(nu, loc=m).logpdf(y).sum()
+        m = np.asarray(m, dtype=float)
+        return stats.norm(0, prior_sd).logpdf(m) + stats.t(nu).logpdf(y - m[..., None]).sum(-1)
 
     log_z = quad_log(f, -150.0, 150.0, points=[float(np.median(y)), 7.8])
     return model, log_z, 0.0, "1-D quadrature over μ"
@@ -328,19 +329,26 @@ def _student_t_loc_scale(nu=4.0, prior_sd=10.0, scale_sd=5.0, n=15, seed=8):
         s = pm.HalfNormal("sigma", scale_sd)
         pm.StudentT("y", nu=nu, mu=mu, sigma=s, observed=y)
 
-    lo, hi = float(y.min()) - 30, float(y.max()) + 30
+    lo, hi = float(y.min()) - 130, float(y.max()) + 130
+    c_t = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
+    c_n = -0.5 * np.log(2 * np.pi * prior_sd**2)
+    c_h = 0.5 * np.log(2 / np.pi) - np.log(scale_sd)
 
     def inner(ls):  # log ∫ p(μ) Π t(y; μ, σ) dμ + log p(σ) + log σ (integration over log σ)
         s = np.exp(ls)
 
         def f(m):
-            return stats.norm(0, prior_sd).logpdf(m) + stats.t(nu, loc=m, scale=s).logpdf(y).sum()
+            z = (y - np.asarray(m)[..., None]) / s
+            lt = c_t - np.log(s) - 0.5 * (nu + 1) * np.log1p(z * z / nu)
+            return c_n - 0.5 * (np.asarray(m) / prior_sd) ** 2 + lt.sum(-1)
 
-        return quad_log(f, lo - 100, hi + 100, points=[float(np.median(y))], epsrel=1e-10) + (
-            stats.halfnorm(scale=scale_sd).logpdf(s) + ls
+        grid = np.linspace(lo, hi, 4001)
+        c = float(grid[np.argmax(f(grid))])
+        return quad_log(f, lo, hi, center=c, points=[c], epsrel=1e-10) + (
+            c_h - 0.5 * (s / scale_sd) ** 2 + ls
         )
 
-    log_z = quad_log(inner, -8.0, 5.0, epsrel=1e-9)
+    log_z = quad_log(inner, -8.0, 5.0, center=float(np.log(np.std(y))), epsrel=1e-9)
     return model, log_z, 0.0, "2-D quadrature (nested) over μ and log σ"
 
 

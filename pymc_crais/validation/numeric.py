@@ -259,7 +259,12 @@ def quad_log(f, a: float, b: float, center: float | None = None, points=None, **
     if center is None:
         lo, hi = (a if np.isfinite(a) else -50.0), (b if np.isfinite(b) else 50.0)
         grid = np.linspace(lo, hi, 2001)
-        vals = np.array([f(x) for x in grid])
+        try:  # vectorized integrand
+            vals = np.asarray(f(grid), dtype=float)
+            if vals.shape != grid.shape:
+                raise ValueError
+        except Exception:
+            vals = np.array([f(x) for x in grid])
         center = float(grid[np.nanargmax(vals)])
     fmax = float(f(center))
     opts = {"epsabs": 0.0, "epsrel": 1e-11, "limit": 500}
