@@ -129,7 +129,9 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
                       "rts": pmc.sample_rts}[sampler]  # fmt: skip
                 idata = fn(**kw)
                 log_z, mcse = pmc.log_marginal_likelihood(idata)
-                per_chain = np.asarray(idata["sample_stats"]["log_marginal_likelihood"].values, float)
+                per_chain = np.asarray(
+                    idata["sample_stats"]["log_marginal_likelihood"].values, float
+                )
                 evals = _our_evals(idata)
             rec.update(status="ok", log_z=float(log_z), mcse=float(mcse),
                        log_z_chains=[float(v) for v in np.ravel(per_chain)], evals=evals)  # fmt: skip
@@ -195,7 +197,14 @@ def classify(rec: dict, reference_type: str) -> dict:
     rec["error"] = err
     rec["z"] = err / rec["mcse"] if rec["mcse"] > 0 else float("inf")
     tol = TOL[reference_type] + 3 * rec.get("reference_mcse", 0.0)
-    why = [w for w, bad in ((">3 MCSE", not abs(rec["z"]) <= 3), (f">{tol:.2g} nat", not abs(err) <= tol)) if bad]
+    why = [
+        w
+        for w, bad in (
+            (">3 MCSE", not abs(rec["z"]) <= 3),
+            (f">{tol:.2g} nat", not abs(err) <= tol),
+        )
+        if bad
+    ]
     rec["miss_reason"] = " & ".join(why)
     rec["miss"] = bool(why)
     rec["silent_miss"] = bool(rec["miss"] and not rec["unreliable_warned"])
@@ -242,7 +251,9 @@ def markdown(recs: list[dict]) -> str:
 def text_table(recs: list[dict]) -> str:
     rows = [HEADER] + table_rows(recs)
     widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(HEADER))]
-    return "\n".join("  ".join(c[:60].ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    return "\n".join(
+        "  ".join(c[:60].ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
+    )
 
 
 def summary(recs: list[dict]) -> str:
@@ -264,6 +275,20 @@ def summary(recs: list[dict]) -> str:
     return "\n".join(out)
 
 
+def case_table() -> str:
+    """The suite's cases with their tags and references, as Markdown."""
+    from pymc_crais.validation import cases
+
+    lines = ["| case | family | modes | d | n | reference | log Z | ref. MCSE | how | description |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in cases():
+        inst = c.build()
+        how = inst.method.replace("|", "/")
+        lines.append(f"| {c.name} | {c.family} | {c.modality} | {c.d} | {c.n} | {c.reference} | "
+                     f"{inst.log_z:.4f} | {inst.log_z_mcse:.4f} | {how} | {c.description} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def select_cases(spec: str | None, quick: bool) -> list[str]:
     from pymc_crais.validation import QUICK, cases
 
@@ -280,7 +305,9 @@ def select_cases(spec: str | None, quick: bool) -> list[str]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cases", default=None, help="comma-separated names, or quick/exact/reference/all")
+    ap.add_argument(
+        "--cases", default=None, help="comma-separated names, or quick/exact/reference/all"
+    )
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--draws", type=int, default=None, help="particles (default: each sampler's)")
@@ -291,8 +318,12 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write this run's records here")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--rerun", action="store_true", help="ignore stored results")
+    ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
     ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.list:
+        print(case_table())
+        return
 
     if args._worker:
         case, sampler, out = args._worker

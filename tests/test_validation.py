@@ -32,18 +32,20 @@ def test_case_builds_with_finite_reference(name):
     assert np.isfinite(inst.log_z)
     assert inst.log_z_mcse >= 0 and np.isfinite(inst.log_z_mcse)
     assert (inst.log_z_mcse == 0) == (case.reference == "exact")
+    assert inst.model.observed_RVs or case.family == "mixture"
     assert inst.method
     if case.reference == "reference":  # two independent long computations that agree
         assert inst.log_z_mcse < 0.1
         assert "bridge" in inst.method
     # the tagged dimension is the model's (continuous, unconstrained) dimension
     point = inst.model.initial_point()
-    cont = sum(np.size(v) for k, v in point.items() if not np.issubdtype(np.asarray(v).dtype, np.integer))
+    cont = sum(
+        np.size(v) for k, v in point.items() if not np.issubdtype(np.asarray(v).dtype, np.integer)
+    )
     assert cont == case.d
-    assert np.isfinite(inst.model.compile_logp()(point))
 
 
-def _is_check(name, n=20_000, df=5.0, scale=1.3, khat_max=0.5):
+def _is_check(name, n=10_000, df=5.0, scale=1.3, khat_max=0.5):
     """Importance sampling (Student-t at the Laplace mode) on the PyMC model agrees with the
     exact reference within 4 MCSE (+1e-3 for the quadrature's own tolerance)."""
     inst = get_case(name).build()
@@ -52,10 +54,15 @@ def _is_check(name, n=20_000, df=5.0, scale=1.3, khat_max=0.5):
     assert abs(res["log_z"] - inst.log_z) < 4 * res["mcse"] + 1e-3, (res, inst.log_z)
 
 
+_SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     "name",
-    ["linreg_d2", "nig_d6", "nonidentified_ab", "beta_binomial", "gamma_poisson_skewed",
-     "dirichlet_multinomial", "halfcauchy_scale", "student_t_location", "student_t_loc_scale"],
+    ["linreg_d2", "beta_binomial", "student_t_location",
+     *(pytest.param(n, marks=_SLOW) for n in ("nig_d6", "nonidentified_ab", "gamma_poisson_skewed",
+                                              "dirichlet_multinomial", "halfcauchy_scale",
+                                              "student_t_loc_scale"))],
 )  # fmt: skip
 def test_exact_reference_matches_importance_sampling(name):
     _is_check(name)
@@ -70,9 +77,14 @@ def test_hierarchical_quadrature_matches_monte_carlo_over_tau():
     exact = get_case("eight_schools_centered").build().log_z
     assert exact == pytest.approx(get_case("eight_schools_noncentered").build().log_z, abs=1e-12)
     y, s = EIGHT_SCHOOLS["y"], EIGHT_SCHOOLS["sigma"]
-    taus = stats.halfcauchy(scale=5.0).rvs(size=20_000, random_state=np.random.default_rng(3))
+    taus = stats.halfcauchy(scale=5.0).rvs(size=4_000, random_state=np.random.default_rng(3))
     ll = np.array(
-        [stats.multivariate_normal(np.zeros(8), _hier_marginal_cov(t, s, np.arange(8), 5.0)).logpdf(y) for t in taus]
+        [
+            stats.multivariate_normal(
+                np.zeros(8), _hier_marginal_cov(t, s, np.arange(8), 5.0)
+            ).logpdf(y)
+            for t in taus
+        ]
     )
     m = ll.max()
     w = np.exp(ll - m)
@@ -80,7 +92,7 @@ def test_hierarchical_quadrature_matches_monte_carlo_over_tau():
     assert abs(est - exact) < 4 * se + 1e-3, (est, se, exact)
 
 
-@pytest.mark.parametrize("name", ["mixture2_d2", "bimodal_square"])
+@pytest.mark.parametrize("name", [pytest.param("mixture2_d2", marks=_SLOW), "bimodal_square"])
 def test_multimodal_reference_matches_prior_sampling(name):
     """Plain Monte Carlo from the prior (which sees every mode) against the exact value."""
     inst = get_case(name).build()
@@ -124,18 +136,31 @@ def test_coal_switchpoint_model_matches_its_reference_formula():
 
     inst = get_case("coal_switchpoint").build()
     f = inst.model.compile_logp(jacobian=False)
-    pt = {"switchpoint": np.array(1890), "early_rate_log__": np.log(3.0), "late_rate_log__": np.log(0.9)}
+    pt = {
+        "switchpoint": np.array(1890),
+        "early_rate_log__": np.log(3.0),
+        "late_rate_log__": np.log(0.9),
+    }
     keep = np.isfinite(COAL_DISASTERS)
     y, yrs = COAL_DISASTERS[keep], COAL_YEARS[keep]
     rate = np.where(1890 >= yrs, 3.0, 0.9)
-    manual = -np.log(COAL_YEARS.size) - 3.0 - 0.9 + np.sum(y * np.log(rate) - rate - special.gammaln(y + 1))
+    manual = (
+        -np.log(COAL_YEARS.size)
+        - 3.0
+        - 0.9
+        + np.sum(y * np.log(rate) - rate - special.gammaln(y + 1))
+    )
     assert f(pt) == pytest.approx(manual, rel=1e-12)
 
 
-@pytest.mark.parametrize("name", ["linreg_d2", "beta_binomial", "gamma_poisson_skewed"])
+@pytest.mark.parametrize(
+    "name", ["linreg_d2", "gamma_poisson_skewed", pytest.param("beta_binomial", marks=_SLOW)]
+)
 def test_sample_smc_recovers_easy_exact_cases(name):
     """End to end at small size: |error| within 4 × the reported MCSE + 0.05 nat."""
     inst = get_case(name).build()
-    idata = pmc.sample_smc(draws=300, chains=2, cores=1, random_seed=2024, model=inst.model, progressbar=False)
+    idata = pmc.sample_smc(
+        draws=300, chains=2, cores=1, random_seed=2024, model=inst.model, progressbar=False
+    )
     log_z, mcse = pmc.log_marginal_likelihood(idata)
     assert abs(log_z - inst.log_z) <= 4 * mcse + 0.05, (log_z, mcse, inst.log_z)

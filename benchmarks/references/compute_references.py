@@ -33,8 +33,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from pymc_crais.validation import cases, get_case  # noqa: E402
-from pymc_crais.validation.numeric import (  # noqa: E402
+from pymc_crais.validation import cases, get_case
+from pymc_crais.validation.numeric import (
     batched_logp,
     bridge_sampling,
     importance_sampling,
@@ -47,7 +47,11 @@ COMPACT = REPO / "pymc_crais" / "data" / "validation_references.json"
 #: Independent literature/project references, recorded beside ours (not used in the mean).
 EXTERNAL = {
     "pima_sd5": (-438.981, 0.01, "/work/shared/data/README.md (IS from a Student-t at the mode)"),
-    "sonar_sd5": (-144.51, 0.05, "/work/shared/data/README.md (bridge sampling on NUTS + long SMC)"),
+    "sonar_sd5": (
+        -144.51,
+        0.05,
+        "/work/shared/data/README.md (bridge sampling on NUTS + long SMC)",
+    ),
 }
 
 

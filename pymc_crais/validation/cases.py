@@ -31,7 +31,7 @@ from scipy import integrate, special, stats
 from . import data as _data
 from .numeric import quad_log
 
-__all__ = ["Case", "CaseInstance", "CASES", "cases", "get_case", "QUICK"]
+__all__ = ["CASES", "QUICK", "Case", "CaseInstance", "cases", "get_case"]
 
 
 @dataclass
@@ -235,14 +235,20 @@ def _halfcauchy_scale(n=10, seed=6):
 def _hier_marginal_cov(tau, sigma_obs, groups, mu_sd):
     n = groups.size
     Z = (groups[:, None] == np.unique(groups)[None, :]).astype(float)
-    return np.diag(np.broadcast_to(np.asarray(sigma_obs, float) ** 2, (n,))) + tau**2 * Z @ Z.T + mu_sd**2
+    return (
+        np.diag(np.broadcast_to(np.asarray(sigma_obs, float) ** 2, (n,)))
+        + tau**2 * Z @ Z.T
+        + mu_sd**2
+    )
 
 
 def _hier_log_z(y, sigma_obs, groups, mu_sd, log_prior_tau, upper=np.inf):
     """∫ p(τ) N(y; 0, diag(σ²) + τ² ZZᵀ + s_μ² 11ᵀ) dτ: θ and μ are integrated analytically."""
 
     def f(tau):
-        return log_prior_tau(tau) + _mvn_logpdf(y, _hier_marginal_cov(tau, sigma_obs, groups, mu_sd))
+        return log_prior_tau(tau) + _mvn_logpdf(
+            y, _hier_marginal_cov(tau, sigma_obs, groups, mu_sd)
+        )
 
     grid = np.linspace(1e-6, 30.0, 601)
     vals = np.array([f(t) for t in grid])
@@ -369,7 +375,9 @@ def _mixture_normalized(d=10, prior_sd=5.0):
     sds = np.array([0.5, 0.8, 1.0])
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, prior_sd, shape=d)
-        comps = [np.log(w[k]) + pm.logp(pm.Normal.dist(means[k], sds[k]), x).sum() for k in range(3)]
+        comps = [
+            np.log(w[k]) + pm.logp(pm.Normal.dist(means[k], sds[k]), x).sum() for k in range(3)
+        ]
         prior = pm.logp(pm.Normal.dist(0.0, prior_sd), x).sum()
         pm.Potential("mixture", pt.logsumexp(pt.stack(comps)) - prior)
     return model, 0.0, 0.0, "exact: the joint density is a normalized mixture (log Z = 0)"
@@ -385,7 +393,9 @@ def _mixture_prior_times(d=2, prior_sd=3.0):
     sds = np.array([0.5, 0.3])
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, prior_sd, shape=d)
-        comps = [np.log(w[k]) + pm.logp(pm.Normal.dist(means[k], sds[k]), x).sum() for k in range(2)]
+        comps = [
+            np.log(w[k]) + pm.logp(pm.Normal.dist(means[k], sds[k]), x).sum() for k in range(2)
+        ]
         pm.Potential("mixture", pt.logsumexp(pt.stack(comps)))
     log_z = special.logsumexp(
         [
@@ -495,7 +505,12 @@ def _sonar(prior_sd=5.0, intercept_sd=None):
 def _challenger(prior_sd=2.5):
     t = _data.CHALLENGER[:, 0]
     X = ((t - t.mean()) / t.std())[:, None]
-    return _glm(X, _data.CHALLENGER[:, 1].astype(int), "bernoulli", prior_sd, prior_sd), None, None, None
+    return (
+        _glm(X, _data.CHALLENGER[:, 1].astype(int), "bernoulli", prior_sd, prior_sd),
+        None,
+        None,
+        None,
+    )
 
 
 def _beetles(prior_sd=10.0):

@@ -27,8 +27,8 @@ __all__ = [
     "bridge_sampling",
     "importance_sampling",
     "laplace",
-    "quad_log",
     "nuts_draws",
+    "quad_log",
 ]
 
 
@@ -66,9 +66,7 @@ def batched_logp(model) -> BatchedLogp:
     shapes = [np.shape(point[n]) for n in names]
     logp = model.logp(jacobian=True)
     dlogp = pt.grad(logp, model.value_vars)
-    [logp_flat, *grads], flat_in = join_nonshared_inputs(
-        point, [logp, *dlogp], model.value_vars
-    )
+    [logp_flat, *grads], flat_in = join_nonshared_inputs(point, [logp, *dlogp], model.value_vars)
     grad_flat = pt.concatenate([g.ravel() for g in grads])
     X = pt.matrix("X", dtype=flat_in.dtype)
     logp_batch = vectorize_graph(logp_flat, replace={flat_in: X})
@@ -89,7 +87,9 @@ def laplace(bl: BatchedLogp, x0=None, eps: float = 1e-5):
     def jac(x):
         return -np.asarray(bl.dlogp(x), dtype=float)
 
-    res = optimize.minimize(fun, x0, jac=jac, method="BFGS", options={"gtol": 1e-8, "maxiter": 20_000})
+    res = optimize.minimize(
+        fun, x0, jac=jac, method="BFGS", options={"gtol": 1e-8, "maxiter": 20_000}
+    )
     x = res.x
     for _ in range(3):
         H = _neg_hessian(bl, x, eps)
@@ -132,7 +132,9 @@ def pareto_khat(logw: np.ndarray) -> float:
 
     logw = np.asarray(logw, dtype=float)[None, :]
     return float(
-        array_stats.pareto_khat(logw, chain_axis=-2, draw_axis=-1, r_eff=1.0, tail="right", log_weights=True)
+        array_stats.pareto_khat(
+            logw, chain_axis=-2, draw_axis=-1, r_eff=1.0, tail="right", log_weights=True
+        )
     )
 
 
@@ -185,11 +187,19 @@ def nuts_draws(model, draws: int = 2000, tune: int = 1000, chains: int = 4, seed
 
     for rv in model.free_RVs:
         if model.rvs_to_transforms.get(rv) is not None:
-            raise ValueError(f"nuts_draws supports untransformed variables only; {rv.name} has a transform")
+            raise ValueError(
+                f"nuts_draws supports untransformed variables only; {rv.name} has a transform"
+            )
     with model:
         idata = pm.sample(
-            draws=draws, tune=tune, chains=chains, cores=1, random_seed=seed, progressbar=False,
-            compute_convergence_checks=False, **kw,
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            cores=1,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+            **kw,
         )
     names = [v.name for v in model.value_vars]
     post = idata["posterior"]
@@ -231,7 +241,9 @@ def bridge_sampling(
         s1, s2 = n1_ / (n1_ + n2_), n2_ / (n1_ + n2_)
         r = np.median(l1)  # start
         for _ in range(1000):
-            num = special.logsumexp(l2 - np.logaddexp(np.log(s1) + l2 - r, np.log(s2))) - np.log(n2_)
+            num = special.logsumexp(l2 - np.logaddexp(np.log(s1) + l2 - r, np.log(s2))) - np.log(
+                n2_
+            )
             den = special.logsumexp(-np.logaddexp(np.log(s1) + l1 - r, np.log(s2))) - np.log(n1_)
             r_new = num - den
             if abs(r_new - r) < tol:
@@ -241,7 +253,10 @@ def bridge_sampling(
 
     l1, l2 = lp_post - lq_post, lp_prop - lq_prop
     est = solve(l1, l2)
-    b1, b2 = np.array_split(np.arange(l1.size), n_batches), np.array_split(np.arange(l2.size), n_batches)
+    b1, b2 = (
+        np.array_split(np.arange(l1.size), n_batches),
+        np.array_split(np.arange(l2.size), n_batches),
+    )
     per = np.array([solve(l1[i], l2[j]) for i, j in zip(b1, b2, strict=True)])
     mcse = float(np.std(per, ddof=1) / np.sqrt(n_batches))
     return {
@@ -263,7 +278,7 @@ def quad_log(f, a: float, b: float, center: float | None = None, points=None, **
             vals = np.asarray(f(grid), dtype=float)
             if vals.shape != grid.shape:
                 raise ValueError
-        except Exception:
+        except (TypeError, ValueError, IndexError):  # a scalar-only integrand
             vals = np.array([f(x) for x in grid])
         center = float(grid[np.nanargmax(vals)])
     fmax = float(f(center))
