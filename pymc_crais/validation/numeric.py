@@ -130,12 +130,11 @@ def pareto_khat(logw: np.ndarray) -> float:
     """Pareto k̂ of the right tail of importance ratios given on log scale (arviz_stats)."""
     from arviz_stats.base.array import array_stats
 
-    logw = np.asarray(logw, dtype=float)[None, :]
-    return float(
-        array_stats.pareto_khat(
-            logw, chain_axis=-2, draw_axis=-1, r_eff=1.0, tail="right", log_weights=True
-        )
-    )
+    # the ratios themselves (scaled by their maximum): arviz_stats' ``log_weights=True`` path
+    # fits the generalized Pareto tail to the log values, which is not the PSIS k̂
+    logw = np.asarray(logw, dtype=float)
+    w = np.exp(logw - np.max(logw))[None, :]
+    return float(array_stats.pareto_khat(w, chain_axis=-2, draw_axis=-1, r_eff=1.0, tail="right"))
 
 
 def importance_sampling(
