@@ -2,7 +2,7 @@
 
     python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
         [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
-        [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH]
+        [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
 
 Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
 as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
@@ -323,6 +323,7 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="write this run's records here")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--rerun", action="store_true", help="ignore stored results")
+    ap.add_argument("--no-run", action="store_true", help="only tabulate stored results")
     ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
     ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -336,7 +337,7 @@ def main(argv=None):
         Path(out).write_text(json.dumps(rec))
         return
 
-    from pymc_crais.validation import get_case
+    from pymc_crais.validation import get_case, load_references
 
     draws = args.draws if args.draws is not None else (QUICK_DRAWS if args.quick else None)
     names = select_cases(args.cases, args.quick)
@@ -356,16 +357,21 @@ def main(argv=None):
                         "draws": draws})  # fmt: skip
             if key in store and not args.rerun:
                 rec = store[key]
+            elif args.no_run:
+                continue
             else:
                 rec = run_in_subprocess(name, s, args, draws)
                 rec["loadavg"] = list(os.getloadavg())
                 store[key] = rec
                 store_path.parent.mkdir(parents=True, exist_ok=True)
                 store_path.write_text(json.dumps(store, indent=1) + "\n")
+            stored = load_references().get(name) if ref_type == "reference" else None
+            if stored is not None and rec.get("status") == "ok":  # the current reference
+                rec["reference"], rec["reference_mcse"] = stored["log_z"], stored["mcse"]
             rec = classify(rec, ref_type)
             recs.append(rec)
-            r = table_rows([rec])[0]
-            print("  ".join(r), flush=True)
+            if not args.no_run:
+                print("  ".join(table_rows([rec])[0]), flush=True)
     print()
     print(markdown(recs) if args.markdown else text_table(recs))
     print()
