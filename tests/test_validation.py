@@ -35,7 +35,11 @@ def test_case_builds_with_finite_reference(name):
     assert inst.model.observed_RVs or case.family == "mixture"
     assert inst.method
     if case.reference == "reference":  # two independent long computations that agree
-        assert inst.log_z_mcse < 0.1
+        from pymc_crais.validation import load_references
+
+        assert load_references()[name]["agree"]
+        # 60-d Sonar: the IS half is poor, the MCSE is half the IS-bridge gap (docs/validation.md)
+        assert inst.log_z_mcse < (0.5 if name.startswith("sonar") else 0.05)
         assert "bridge" in inst.method
     # the tagged dimension is the model's (continuous, unconstrained) dimension
     point = inst.model.initial_point()
@@ -101,7 +105,7 @@ def test_multimodal_reference_matches_prior_sampling(name):
     rv = inst.model.free_RVs[0]
     import pymc as pm
 
-    x = pm.draw(rv, draws=200_000, random_seed=rng).reshape(200_000, -1)
+    x = pm.draw(rv, draws=50_000, random_seed=rng).reshape(50_000, -1)
     sd = {"mixture2_d2": 3.0, "bimodal_square": 2.0}[name]  # the N(0, sd²) prior of the case
     log_prior = stats.norm(0, sd).logpdf(x).sum(1)
     lw = bl.logp(x) - log_prior
