@@ -37,9 +37,10 @@ def test_case_builds_with_finite_reference(name):
     if case.reference == "reference":  # two independent long computations that agree
         from pymc_crais.validation import load_references
 
-        assert load_references()[name]["agree"]
-        # 60-d Sonar: the IS half is poor, the MCSE is half the IS-bridge gap (docs/validation.md)
-        assert inst.log_z_mcse < (0.5 if name.startswith("sonar") else 0.05)
+        # sonar_int_sd1 (d = 61) rests on bridge sampling alone: the importance sampler's
+        # k̂ is 0.68 there (docs/validation.md)
+        assert load_references()[name]["agree"] or name == "sonar_int_sd1"
+        assert inst.log_z_mcse < 0.05
         assert "bridge" in inst.method
     # the tagged dimension is the model's (continuous, unconstrained) dimension
     point = inst.model.initial_point()
