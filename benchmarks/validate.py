@@ -265,11 +265,13 @@ def summary(recs: list[dict]) -> str:
         ok = [r for r in rs if r.get("status") == "ok"]
         miss = [r["case"] for r in ok if r["miss"]]
         silent = [r["case"] for r in ok if r.get("silent_miss")]
+        bare = [r["case"] for r in ok if r["miss"] and not r.get("warning_counts")]
         warned = [r["case"] for r in rs if r.get("warning_counts")]
         failed = [f"{r['case']} ({r['status']})" for r in rs if r.get("status") != "ok"]
         out.append(
             f"{LABELS[s]}: {len(ok)}/{len(rs)} ran; misses {len(miss)}: {', '.join(miss) or '-'}; "
-            f"silent misses {len(silent)}; runs with warnings {len(warned)}: "
+            f"misses without UnreliableEvidenceWarning {len(silent)}, without any warning "
+            f"{len(bare)}; runs with warnings {len(warned)}: "
             f"{', '.join(warned) or '-'}; failed: {', '.join(failed) or '-'}"
         )
     return "\n".join(out)
