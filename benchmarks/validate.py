@@ -1,0 +1,386 @@
+"""Run every public sampler, with its defaults, on the evidence validation suite.
+
+    python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
+        [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
+        [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
+
+Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
+as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
+``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``):
+
+* ``smc``: ``pmc.sample_smc()``; ``crais``: ``pmc.sample_crais()``; ``ais``:
+  ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
+* ``pm_smc``: ``pm.sample_smc()`` (PyMC's default IMH kernel, subclassed only to count model
+  evaluations as ``benchmarks/bench_accuracy_cost.py`` does).
+
+Each (case, sampler) runs in its own subprocess with a wall-clock limit (``--timeout``), so
+a slow or hanging run is killed and recorded as ``timeout``. For each run the table gives:
+the error ``log Z − reference``; the reported MCSE (``pmc.log_marginal_likelihood`` on the
+result; for ``pm.sample_smc`` the same combination of its chains' last
+``log_marginal_likelihood``, between-chain error only); error/MCSE; every warning raised
+during the sampler call and the combination (class names, counted; any
+``UnreliableEvidenceWarning`` is marked); wall time (contended machine, includes
+compilation); model evaluations (our samplers' ``n_logp_evals`` summed over chains plus
+pilot/tuning/Laplace evaluations; PyMC: counted). A run *misses* when
+``|error| > 3 · MCSE`` or ``|error|`` exceeds 0.1 nat (exact reference) / 0.3 nat (reference
+case) plus 3 × the reference's own MCSE; a miss without an ``UnreliableEvidenceWarning`` is
+*silent*.
+
+Raw results accumulate in ``--results`` (default ``benchmarks/out/validate.json``; a run
+already there with the same settings is skipped, so the suite can be run in chunks); the
+table is printed, and written as JSON (``--json``) or Markdown (``--markdown``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc")
+LABELS = {
+    "smc": "pmc.sample_smc",
+    "crais": "pmc.sample_crais",
+    "ais": "pmc.sample_ais",
+    "rts": "pmc.sample_rts",
+    "pm_smc": "pm.sample_smc",
+}
+TOL = {"exact": 0.1, "reference": 0.3}
+QUICK_DRAWS = 256
+
+
+# ----------------------------------------------------------------------------- worker
+
+
+def _counting_imh():
+    from pymc.smc.kernels import IMH
+
+    class CountingIMH(IMH):
+        counts: ClassVar[list] = []
+
+        def _initialize_kernel(self):
+            super()._initialize_kernel()
+            type(self).counts.append(self.draws)
+
+        def mutate(self):
+            super().mutate()
+            type(self).counts[-1] += (self.n_steps - 1) * self.draws
+
+    CountingIMH.counts = []
+    return CountingIMH
+
+
+def _our_evals(idata) -> int:
+    st = idata["sample_stats"]
+    extra = ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
+    return int(np.sum(st["n_logp_evals"].values)) + sum(int(st.attrs.get(k, 0)) for k in extra)
+
+
+def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | None) -> dict:
+    """One sampler call on one case, in this process; returns the record."""
+    import warnings
+
+    import pymc as pm
+    import xarray as xr
+
+    import pymc_crais as pmc
+    from pymc_crais.validation import get_case
+
+    inst = get_case(case_name).build()
+    model = inst.model
+    kw = {"model": model, "random_seed": seed, "chains": chains, "cores": 1, "progressbar": False}
+    if draws is not None:
+        kw["draws"] = draws
+    rec = {"case": case_name, "sampler": sampler, "chains": chains, "seed": seed, "draws": draws,
+           "reference": inst.log_z, "reference_mcse": inst.log_z_mcse}  # fmt: skip
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if sampler == "pm_smc":
+                kern = _counting_imh()
+                idata = pm.sample_smc(kernel=kern, **kw)
+                lml = idata["sample_stats"]["log_marginal_likelihood"].values
+                per_chain = []
+                for row in lml:
+                    row = np.asarray(row, dtype=float).ravel()
+                    row = row[np.isfinite(row)]
+                    per_chain.append(float(row[-1]) if row.size else np.nan)
+                per_chain = np.array(per_chain)
+                ss = {"sample_stats": xr.Dataset({"log_marginal_likelihood": ("chain", per_chain)})}
+                log_z, mcse = pmc.log_marginal_likelihood(ss)
+                evals = int(sum(kern.counts))
+            else:
+                fn = {"smc": pmc.sample_smc, "crais": pmc.sample_crais, "ais": pmc.sample_ais,
+                      "rts": pmc.sample_rts}[sampler]  # fmt: skip
+                idata = fn(**kw)
+                log_z, mcse = pmc.log_marginal_likelihood(idata)
+                per_chain = np.asarray(
+                    idata["sample_stats"]["log_marginal_likelihood"].values, float
+                )
+                evals = _our_evals(idata)
+            rec.update(status="ok", log_z=float(log_z), mcse=float(mcse),
+                       log_z_chains=[float(v) for v in np.ravel(per_chain)], evals=evals)  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 (recorded, the suite goes on)
+            rec.update(status="error", error_type=type(exc).__name__, error_message=str(exc)[:500],
+                       traceback=traceback.format_exc()[-2000:])  # fmt: skip
+    rec["wall_s"] = time.perf_counter() - t0
+    rec["warnings"] = [
+        {"category": w.category.__name__, "message": str(w.message)[:300]} for w in caught
+    ]
+    return rec
+
+
+# ----------------------------------------------------------------------------- parent
+
+
+def _key(rec_or_args) -> str:
+    r = rec_or_args
+    return f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
+
+
+def run_in_subprocess(case, sampler, args, draws) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    cmd = [sys.executable, "-W", "ignore::DeprecationWarning", str(Path(__file__).resolve()),
+           "--_worker", case, sampler, out, "--chains", str(args.chains), "--seed", str(args.seed)]  # fmt: skip
+    if draws is not None:
+        cmd += ["--draws", str(draws)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, text=True)  # fmt: skip
+    try:
+        log, _ = proc.communicate(timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        Path(out).unlink(missing_ok=True)
+        return {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
+                "draws": draws, "status": "timeout", "wall_s": time.perf_counter() - t0,
+                "warnings": []}  # fmt: skip
+    try:
+        rec = json.loads(Path(out).read_text())
+    except (OSError, json.JSONDecodeError):
+        rec = {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
+               "draws": draws, "status": "crash", "error_type": f"exit {proc.returncode}",
+               "error_message": (log or "")[-500:], "wall_s": time.perf_counter() - t0,
+               "warnings": []}  # fmt: skip
+    Path(out).unlink(missing_ok=True)
+    return rec
+
+
+def classify(rec: dict, reference_type: str) -> dict:
+    """Add error, error/MCSE, miss and silent-miss flags and the warning summary."""
+    counts = Counter(w["category"] for w in rec.get("warnings", []))
+    rec["warning_counts"] = dict(counts)
+    rec["unreliable_warned"] = "UnreliableEvidenceWarning" in counts
+    if rec.get("status") != "ok":
+        rec["miss"] = None
+        return rec
+    err = rec["log_z"] - rec["reference"]
+    rec["error"] = err
+    rec["z"] = err / rec["mcse"] if rec["mcse"] > 0 else float("inf")
+    tol = TOL[reference_type] + 3 * rec.get("reference_mcse", 0.0)
+    why = [
+        w
+        for w, bad in (
+            (">3 MCSE", not abs(rec["z"]) <= 3),
+            (f">{tol:.2g} nat", not abs(err) <= tol),
+        )
+        if bad
+    ]
+    rec["miss_reason"] = " & ".join(why)
+    rec["miss"] = bool(why)
+    rec["silent_miss"] = bool(rec["miss"] and not rec["unreliable_warned"])
+    return rec
+
+
+def _fmt_warn(counts: dict) -> str:
+    if not counts:
+        return ""
+    return ", ".join(f"{k}×{v}" if v > 1 else k for k, v in sorted(counts.items()))
+
+
+def table_rows(recs: list[dict]) -> list[list[str]]:
+    from pymc_crais.validation import get_case
+
+    rows = []
+    for r in recs:
+        c = get_case(r["case"])
+        base = [r["case"], c.reference, LABELS[r["sampler"]]]
+        if r.get("status") == "ok":
+            miss = r.get("miss_reason", "")
+            rows.append(base + [f"{r['error']:+.3f}", f"{r['mcse']:.3f}", f"{r['z']:+.1f}", miss,
+                                _fmt_warn(r["warning_counts"]), f"{r['wall_s']:.0f}",
+                                f"{r['evals']:.3g}"])  # fmt: skip
+        else:
+            what = r["status"]
+            if r.get("error_type"):
+                what += f": {r['error_type']}: {r.get('error_message', '')[:80]}"
+            rows.append(base + [what.replace("|", "/").replace("\n", " "), "", "", "",
+                                _fmt_warn(r.get("warning_counts", {})), f"{r['wall_s']:.0f}", ""])  # fmt: skip
+    return rows
+
+
+HEADER = ["case", "ref", "sampler", "error", "MCSE", "err/MCSE", "miss", "warnings", "wall s",
+          "evals"]  # fmt: skip
+
+
+def markdown(recs: list[dict]) -> str:
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(recs)]
+    return "\n".join(lines)
+
+
+def text_table(recs: list[dict]) -> str:
+    rows = [HEADER] + table_rows(recs)
+    widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(HEADER))]
+    return "\n".join(
+        "  ".join(c[:60].ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows
+    )
+
+
+def summary(recs: list[dict]) -> str:
+    out = []
+    for s in SAMPLERS:
+        rs = [r for r in recs if r["sampler"] == s]
+        if not rs:
+            continue
+        ok = [r for r in rs if r.get("status") == "ok"]
+        miss = [r["case"] for r in ok if r["miss"]]
+        silent = [r["case"] for r in ok if r.get("silent_miss")]
+        bare = [r["case"] for r in ok if r["miss"] and not r.get("warning_counts")]
+        warned = [r["case"] for r in rs if r.get("warning_counts")]
+        failed = [f"{r['case']} ({r['status']})" for r in rs if r.get("status") != "ok"]
+        out.append(
+            f"{LABELS[s]}: {len(ok)}/{len(rs)} ran; misses {len(miss)}: {', '.join(miss) or '-'}; "
+            f"misses without UnreliableEvidenceWarning {len(silent)}, without any warning "
+            f"{len(bare)}; runs with warnings {len(warned)}: "
+            f"{', '.join(warned) or '-'}; failed: {', '.join(failed) or '-'}"
+        )
+    return "\n".join(out)
+
+
+def case_table() -> str:
+    """The suite's cases with their tags and references, as Markdown."""
+    from pymc_crais.validation import cases
+
+    lines = ["| case | family | modes | d | n | reference | log Z | ref. MCSE | how | description |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in cases():
+        try:
+            inst = c.build()
+        except KeyError:  # a reference case whose reference is not computed yet
+            lines.append(f"| {c.name} | {c.family} | {c.modality} | {c.d} | {c.n} | {c.reference} "
+                         f"| not computed | | | {c.description} |")  # fmt: skip
+            continue
+        how = inst.method.replace("|", "/")
+        lines.append(f"| {c.name} | {c.family} | {c.modality} | {c.d} | {c.n} | {c.reference} | "
+                     f"{inst.log_z:.4f} | {inst.log_z_mcse:.4f} | {how} | {c.description} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def select_cases(spec: str | None, quick: bool) -> list[str]:
+    from pymc_crais.validation import QUICK, cases
+
+    if spec is None:
+        spec = "quick" if quick else "all"
+    if spec == "quick":
+        return list(QUICK)
+    if spec == "all":
+        return [c.name for c in cases()]
+    if spec in ("exact", "reference"):
+        return [c.name for c in cases(reference=spec)]
+    return [s.strip() for s in spec.split(",") if s.strip()]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--cases", default=None, help="comma-separated names, or quick/exact/reference/all"
+    )
+    ap.add_argument("--samplers", default=",".join(SAMPLERS))
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=None, help="particles (default: each sampler's)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help=f"the QUICK cases, {QUICK_DRAWS} draws")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per (case, sampler)")
+    ap.add_argument("--results", default=str(REPO / "benchmarks" / "out" / "validate.json"))
+    ap.add_argument("--json", default=None, help="write this run's records here")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    ap.add_argument("--rerun", action="store_true", help="ignore stored results")
+    ap.add_argument("--no-run", action="store_true", help="only tabulate stored results")
+    ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
+    ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.list:
+        print(case_table())
+        return
+
+    if args._worker:
+        case, sampler, out = args._worker
+        rec = run_one(case, sampler, args.chains, args.seed, args.draws)
+        Path(out).write_text(json.dumps(rec))
+        return
+
+    from pymc_crais.validation import get_case, load_references
+
+    draws = args.draws if args.draws is not None else (QUICK_DRAWS if args.quick else None)
+    names = select_cases(args.cases, args.quick)
+    samplers = [s.strip() for s in args.samplers.split(",")]
+    for s in samplers:
+        if s not in SAMPLERS:
+            ap.error(f"--samplers: unknown sampler {s!r}; choose from {', '.join(SAMPLERS)}")
+    for n in names:
+        get_case(n)  # fails early on a typo
+    store_path = Path(args.results)
+    store = json.loads(store_path.read_text()) if store_path.exists() else {}
+    recs = []
+    for name in names:
+        ref_type = get_case(name).reference
+        for s in samplers:
+            key = _key({"case": name, "sampler": s, "chains": args.chains, "seed": args.seed,
+                        "draws": draws})  # fmt: skip
+            if key in store and not args.rerun:
+                rec = store[key]
+            elif args.no_run:
+                continue
+            else:
+                rec = run_in_subprocess(name, s, args, draws)
+                rec["loadavg"] = list(os.getloadavg())
+                store[key] = rec
+                store_path.parent.mkdir(parents=True, exist_ok=True)
+                store_path.write_text(json.dumps(store, indent=1) + "\n")
+            stored = load_references().get(name) if ref_type == "reference" else None
+            if stored is not None and rec.get("status") == "ok":  # the current reference
+                rec["reference"], rec["reference_mcse"] = stored["log_z"], stored["mcse"]
+            rec = classify(rec, ref_type)
+            recs.append(rec)
+            if not args.no_run:
+                print("  ".join(table_rows([rec])[0]), flush=True)
+    print()
+    print(markdown(recs) if args.markdown else text_table(recs))
+    print()
+    print(summary(recs))
+    if args.json:
+        Path(args.json).write_text(json.dumps(recs, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
