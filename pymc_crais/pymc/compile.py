@@ -28,6 +28,7 @@ __all__ = [
     "PerParticleFallbackWarning",
     "compile_model_density",
     "parameter_layout",
+    "reproducible_compile",
     "resolve_compile_kwargs",
 ]
 
@@ -151,11 +152,40 @@ def _joined_scalar_graph(model, outputs, layout: ParameterLayout):
     return outs, theta
 
 
-def _compile(inputs, outputs, compile_kwargs):
+def reproducible_compile(inputs, outputs, **compile_kwargs):
+    """PyMC's ``compile`` with Numba's fast-math off, so results do not depend on the cache.
+
+    PyTensor's Numba backend compiles by default with LLVM fast-math flags (``reassoc``,
+    ``arcp``, ``contract``, ``afn``, ``nsz``). Numba compiles every Op into its own library
+    and links a copy of it into the function that calls it, where LLVM optimizes it again;
+    under fast-math the two copies of a kernel can round differently (a reduction summed
+    in another order, a division turned into a multiplication by the reciprocal). Which
+    copy runs depends on whether the callee was compiled in this process or the whole
+    function was loaded from PyTensor's on-disk Numba cache, so the same seed gave results
+    differing in the last bits (and, after resampling, in the third digit of ``log Z``)
+    between a cold and a warm cache. Without fast-math LLVM keeps IEEE semantics and every
+    copy computes the same bits. Other backends are unaffected.
+
+    Parameters
+    ----------
+    inputs, outputs : list of pytensor.Variable
+    **compile_kwargs
+        Passed to :func:`pymc.pytensorf.compile`.
+
+    Returns
+    -------
+    pytensor.compile.function.types.Function
+    """
+    import pytensor
     from pymc.pytensorf import compile as pm_compile
 
+    with pytensor.config.change_flags(numba__fastmath=False):
+        return pm_compile(inputs, outputs, **compile_kwargs)
+
+
+def _compile(inputs, outputs, compile_kwargs):
     kw = {"on_unused_input": "ignore", **compile_kwargs}
-    fn = pm_compile(inputs, outputs, **kw)
+    fn = reproducible_compile(inputs, outputs, **kw)
     fn.trust_input = True
     return fn
 
