@@ -26,6 +26,7 @@ __all__ = [
     "ModelDensity",
     "ParameterLayout",
     "PerParticleFallbackWarning",
+    "ReproducibleFunction",
     "compile_model_density",
     "parameter_layout",
     "reproducible_compile",
@@ -152,6 +153,45 @@ def _joined_scalar_graph(model, outputs, layout: ParameterLayout):
     return outs, theta
 
 
+def _without_fast_math():
+    import pytensor
+
+    return pytensor.config.change_flags(numba__fastmath=False)
+
+
+def _unpickle_reproducible(payload: bytes):
+    import pickle
+
+    with _without_fast_math():  # unpickling a PyTensor function compiles it again
+        return ReproducibleFunction(pickle.loads(payload))
+
+
+class ReproducibleFunction:
+    """A compiled PyTensor function that is compiled again without Numba's fast-math when it
+    is unpickled (in a worker process, say); attributes are those of the function."""
+
+    __slots__ = ("_function",)
+
+    def __init__(self, function):
+        object.__setattr__(self, "_function", function)
+
+    def __call__(self, *args, **kwargs):
+        return self._function(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._function, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._function, name, value)
+
+    def __reduce__(self):
+        try:
+            import cloudpickle as pickler
+        except ImportError:  # pragma: no cover - cloudpickle comes with PyMC
+            import pickle as pickler
+        return _unpickle_reproducible, (pickler.dumps(self._function),)
+
+
 def reproducible_compile(inputs, outputs, **compile_kwargs):
     """PyMC's ``compile`` with Numba's fast-math off, so results do not depend on the cache.
 
@@ -174,13 +214,13 @@ def reproducible_compile(inputs, outputs, **compile_kwargs):
 
     Returns
     -------
-    pytensor.compile.function.types.Function
+    ReproducibleFunction
+        The compiled function; unpickling it compiles it again, also without fast-math.
     """
-    import pytensor
     from pymc.pytensorf import compile as pm_compile
 
-    with pytensor.config.change_flags(numba__fastmath=False):
-        return pm_compile(inputs, outputs, **compile_kwargs)
+    with _without_fast_math():
+        return ReproducibleFunction(pm_compile(inputs, outputs, **compile_kwargs))
 
 
 def _compile(inputs, outputs, compile_kwargs):
@@ -188,6 +228,43 @@ def _compile(inputs, outputs, compile_kwargs):
     fn = reproducible_compile(inputs, outputs, **kw)
     fn.trust_input = True
     return fn
+
+
+class LazyFunction:
+    """A compiled function built on its first call (then kept, and shared by every copy made
+    after that call).
+
+    With cold PyTensor/Numba caches Numba's code generation is nearly all of a model's
+    compilation (tens of seconds a function on 2 cores). Gradient kernels never evaluate the
+    log-density without its gradient, so that function is compiled only if something calls it
+    (a gradient-free kernel after ``init="laplace"``, for instance). Its graph is the one an
+    eager compilation would use, so the results do not depend on when it is compiled.
+    Picklable (a worker process that needs it compiles it, from the on-disk cache if warm).
+    """
+
+    def __init__(self, inputs, outputs, compile_kwargs):
+        self._spec = (inputs, outputs, compile_kwargs)
+        self._fn = None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the function has been compiled."""
+        return self._fn is not None
+
+    @property
+    def function(self):
+        """The compiled function (compiled now if it was not yet)."""
+        if self._fn is None:
+            self._fn = _compile(*self._spec)
+        return self._fn
+
+    def __call__(self, *args):
+        return self.function(*args)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.function, name)
 
 
 @dataclass
@@ -363,7 +440,6 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
             xb, (blp, bll) = batched([lp, ll])
             if simplify:  # after vectorizing: canonical forms can hide batch dimensions
                 blp, bll = simplify_logp_graph([blp, bll])
-            fn = _compile([xb], [blp, bll], ckw)
             fn_grad = None
             if gradient:
                 try:
@@ -372,8 +448,12 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
                     fn_grad = _compile([xb], [blp, bll, g_lp, g_ll], ckw)
                 except Exception as err:  # no gradient for some Op
                     grad_error = f"{type(err).__name__}: {err}"
-            # smoke test on two copies of the initial point, so failures surface here
-            fn(np.tile(initial_point_vector(model, layout), (2, 1)))
+            # the values alone: compiled now only if no gradient function will serve the
+            # sampler (Numba's code generation dominates a cold compilation)
+            fn = _compile([xb], [blp, bll], ckw) if fn_grad is None else LazyFunction([xb], [blp, bll], ckw)
+            # smoke test on two copies of the initial point, so failures surface here, and the
+            # first call (Numba's JIT) happens here, once, not in every worker process
+            (fn_grad or fn)(np.tile(initial_point_vector(model, layout), (2, 1)))
             return True, fn, fn_grad, grad_error, None
         except Exception as err:
             fallback_reason = f"{type(err).__name__}: {err}"
