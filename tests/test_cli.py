@@ -50,7 +50,7 @@ def test_demo_compiles_once_what_the_samplers_use(capsys):
     entries = density_keys()
     assert len(entries) == 1
     for sampler in ("sample_crais", "sample_smc"):
-        kwargs = dict(schedule="constant_rate", n_mcmc_steps=2) if sampler == "sample_smc" else dict(n_steps=10)
+        kwargs = {"schedule": "constant_rate", "n_mcmc_steps": 2} if sampler == "sample_smc" else {"n_steps": 10}
         getattr(pmc, sampler)(model=model, draws=50, chains=1, cores=1, random_seed=1,
                               progressbar=False, init="laplace", **kwargs)
         assert density_keys() == entries, sampler
