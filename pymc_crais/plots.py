@@ -148,14 +148,16 @@ def plot_evidence(table, ax=None, *, reference=None, show: str | None = None, si
         A :func:`pymc_crais.compare` table, or ``name -> result`` (compared first).
     ax : matplotlib.axes.Axes, optional
     reference : float, (float, float) or dict, optional
-        Reference log evidence(s), e.g. from long runs or quadrature: one value (or
-        ``(value, sd)``) for every model (replicate runs of one model), or ``name -> value``
-        (or ``(value, sd)``) for the models that have one.
+        Reference log evidence(s), e.g. from long runs or quadrature: ``name -> value`` (or
+        ``(value, sd)``) for the models that have one, or one value (or ``(value, sd)``),
+        drawn as a line at that ``log Z`` (with ``show="error"``: the reference of every
+        model, e.g. replicate runs of one model).
     show : {"log_bf", "error", "log_z"}, optional
         ``"log_bf"``: ``log Z − log Z_best`` with the MCSE of the difference (the default
         without a reference). ``"error"``: ``log Z − reference`` for the models with a
-        reference, the reference's own ``sd`` drawn as a grey band (the default with a
-        reference). ``"log_z"``: the raw ``log Z``, references drawn as lines or markers.
+        reference, the reference's own ``sd`` drawn as a grey band (the default with a dict
+        of references). ``"log_z"``: the raw ``log Z``, references drawn as a line or as
+        markers (the default with a single reference value).
     sigmas : float, default 2.0
         Half-width of the error bars in MCSEs.
 
@@ -168,7 +170,7 @@ def plot_evidence(table, ax=None, *, reference=None, show: str | None = None, si
     if isinstance(table, dict):
         table = compare(table)
     if show is None:
-        show = "log_bf" if reference is None else "error"
+        show = "log_bf" if reference is None else "error" if isinstance(reference, dict) else "log_z"
     if show not in ("log_bf", "error", "log_z"):
         raise ValueError(f"show must be 'log_bf', 'error' or 'log_z', got {show!r}")
     if show == "error" and reference is None:

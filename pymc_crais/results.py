@@ -260,6 +260,16 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     ChainDisagreementWarning
         When the chains' estimates span more than 2 nats and more than 4 MCSE: the MCSE then
         understates the error (it saturates when one chain dominates the mean).
+
+    Notes
+    -----
+    Judge a result by this MCSE, by the effective sample size of the final weights
+    (``sample_stats.ess`` at the last stage, or :func:`pymc_crais.plot_log_weights`) and by
+    the agreement of the chains' ``log Ẑ`` (``sample_stats.log_marginal_likelihood``).
+    ``az.summary`` on a result reports ESS and R-hat of the posterior draws as if they were
+    MCMC traces: they are the final particles resampled (many draws are copies of one
+    particle) from independent runs, so those ESS values count copies and R-hat only says
+    whether the chains' resampled populations look alike.
     """
     try:
         stats = idata["sample_stats"]
