@@ -203,10 +203,15 @@ def plot_evidence(table, ax=None, *, reference=None, show: str | None = None, si
         title = "evidence"
     x = np.arange(keep.size)
     ax.errorbar(x, y, yerr=sigmas * err, fmt="o", capsize=4)
+    digits = 3 if np.nanmax(np.abs(y)) < 1 else 2
     for xi, yi, ei in zip(x, y, err, strict=True):
-        text = f"{yi:.2f}" if show == "log_z" else f"{yi:+.2f}"
-        ax.annotate(f"{text} ± {sigmas * ei:.2f}", (xi, yi), xytext=(8, 0),
-                    textcoords="offset points", va="center", fontsize=8)
+        if show == "log_bf" and xi == 0:
+            text = "best"
+        else:
+            value = f"{yi:.{digits}f}" if show == "log_z" else f"{yi:+.{digits}f}"
+            text = f"{value} ± {sigmas * ei:.{digits}f}"
+        ax.annotate(text, (xi, yi), xytext=(8, 0), textcoords="offset points", va="center",
+                    fontsize=8)
     if show == "log_z" and reference is not None:
         if isinstance(reference, dict):
             for k, (n, (value, sd)) in enumerate(refs.items()):

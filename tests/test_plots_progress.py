@@ -55,7 +55,7 @@ def test_plot_log_weights_and_evidence(runs):
     (err,) = bars.lines[2]  # the error bars: ±2 MCSE of each difference
     half = np.array([abs(seg[1, 1] - seg[0, 1]) / 2 for seg in err.get_segments()])
     np.testing.assert_allclose(half, 2 * table["log_bf_mcse"].to_numpy())
-    assert "±" in ax.texts[1].get_text()
+    assert ax.texts[0].get_text() == "best" and "±" in ax.texts[1].get_text()
     # with references per model: log Z minus the reference, only where there is one
     worst = table.index[-1]
     ax = pmc.plot_evidence(table, reference={worst: (-30.0, 0.1)})
