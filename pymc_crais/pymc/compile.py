@@ -159,11 +159,9 @@ def _without_fast_math():
     return pytensor.config.change_flags(numba__fastmath=False)
 
 
-def _unpickle_reproducible(payload: bytes):
-    import pickle
-
-    with _without_fast_math():  # unpickling a PyTensor function compiles it again
-        return ReproducibleFunction(pickle.loads(payload))
+def _rebuild_reproducible(constructor, args):
+    with _without_fast_math():  # PyTensor compiles an unpickled function again
+        return ReproducibleFunction(constructor(*args))
 
 
 class ReproducibleFunction:
@@ -185,11 +183,14 @@ class ReproducibleFunction:
         setattr(self._function, name, value)
 
     def __reduce__(self):
-        try:
-            import cloudpickle as pickler
-        except ImportError:  # pragma: no cover - cloudpickle comes with PyMC
-            import pickle as pickler
-        return _unpickle_reproducible, (pickler.dumps(self._function),)
+        # PyTensor's own reduction of the function, rebuilt inside the flag change. Its parts
+        # go in the same pickle stream as everything else, so objects shared with the rest of
+        # the pickled state (e.g. the random generators a prior sampler seeds) stay shared.
+        import copyreg
+
+        reduce = copyreg.dispatch_table.get(type(self._function))
+        constructor, args = (reduce(self._function) if reduce else self._function.__reduce_ex__(4))[:2]
+        return _rebuild_reproducible, (constructor, args)
 
 
 def reproducible_compile(inputs, outputs, **compile_kwargs):
