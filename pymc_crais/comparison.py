@@ -15,8 +15,6 @@ import numbers
 import numpy as np
 from scipy.special import logsumexp
 
-from .core.estimators import combine_chain_estimates
-
 __all__ = [
     "EvidenceEstimate",
     "ObservedDataMismatchError",
@@ -69,20 +67,6 @@ def _observed_fingerprint(idata):
     return tuple(sorted(digests)) if digests else None
 
 
-def _last_finite_per_chain(values: np.ndarray) -> np.ndarray:
-    """``pm.sample_smc`` stores ``log_marginal_likelihood`` as an object array ``(chain, k)``
-    of per-stage entries (ragged on older versions); the estimate is each chain's last
-    finite entry."""
-    out = []
-    for row in values.reshape(values.shape[0], -1):
-        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=np.float64)).ravel() for v in row])
-        finite = flat[np.isfinite(flat)]
-        if finite.size == 0:
-            raise ValueError("a chain of the result has no finite log_marginal_likelihood entry")
-        out.append(finite[-1])
-    return np.asarray(out, dtype=np.float64)
-
-
 def evidence_estimate(result) -> EvidenceEstimate:
     """``(log Z, MCSE)`` of one result.
 
@@ -108,27 +92,23 @@ def evidence_estimate(result) -> EvidenceEstimate:
         return EvidenceEstimate(log_z, mcse)
     try:
         stats = result["sample_stats"]
-        lml = stats["log_marginal_likelihood"]
+        readable = "log_marginal_likelihood" in stats
     except (KeyError, TypeError, IndexError):
+        readable = False
+    if not readable:
         raise TypeError(
             f"cannot read an evidence estimate from {type(result).__name__}; pass the DataTree "
             "returned by a pymc_crais sampler or pm.sample_smc, or a (log_z, mcse) pair"
         ) from None
-    values = np.asarray(lml.values)
     fingerprint = _observed_fingerprint(result)
-    ours = "log_marginal_likelihood_mcse" in stats
-    if not ours and values.dtype != object and values.ndim == 1:
-        # pm.sample_smc with chains=1 stores its per-stage values as one float vector
-        # (whose dimension is named "chain"): that is a single chain
-        values = values[None, :]
-    if values.dtype == object or values.ndim != 1:
-        per_chain = _last_finite_per_chain(values)
-        value, mcse, _ = combine_chain_estimates(per_chain, None)
+    from .results import log_marginal_likelihood, sample_smc_log_z_per_chain
+
+    if sample_smc_log_z_per_chain(stats) is not None:
+        value, mcse = log_marginal_likelihood(result)
         return EvidenceEstimate(value, mcse, fingerprint, "pm.sample_smc")
     import warnings
 
     from .diagnostics import diagnose
-    from .results import log_marginal_likelihood
     from .warnings import UnreliableEvidenceWarning
 
     with warnings.catch_warnings():  # reported in the table's "flags" column instead

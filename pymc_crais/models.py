@@ -37,7 +37,9 @@ def logistic_regression(
     """
     import pymc as pm
 
-    X = np.asarray(X, dtype=np.float64)
+    # C order: a column subset (X[:, cols]) is Fortran-ordered, and a new memory layout
+    # makes Numba compile the batched matrix product again (a minute or more, cold cache)
+    X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.asarray(y)
     if X.ndim != 2 or y.shape != (X.shape[0],):
         raise ValueError(f"X must be (n, p) and y (n,), got {X.shape} and {y.shape}")

@@ -116,16 +116,48 @@ def plot_log_weights(idata, ax=None, *, bins: int = 40):
     return ax
 
 
-def plot_evidence(table, ax=None, *, reference: float | None = None, sigmas: float = 2.0):
-    """``log Z`` of each model with ``±sigmas·MCSE`` error bars.
+def _reference_values(reference, names) -> dict:
+    """``name -> (value, sd)`` from a float, a ``(value, sd)`` pair or a dict of either."""
+
+    def pair(v):
+        if isinstance(v, tuple | list):
+            return float(v[0]), float(v[1]) if len(v) > 1 else 0.0
+        return float(v), 0.0
+
+    if isinstance(reference, dict):
+        unknown = set(reference) - set(names)
+        if unknown:
+            raise ValueError(
+                f"reference names {sorted(map(str, unknown))} are not models of the table "
+                f"({', '.join(map(str, names))})"
+            )
+        return {n: pair(v) for n, v in reference.items()}
+    return {n: pair(reference) for n in names}
+
+
+def plot_evidence(table, ax=None, *, reference=None, show: str | None = None, sigmas: float = 2.0):
+    """What a reader compares, with ``±sigmas·MCSE`` error bars: the log Bayes factor of each
+    model against the best one, or each ``log Z`` minus a reference value.
+
+    Differences are what matter: absolute log evidences of real data sets are hundreds of nats
+    apart from zero, and their error bars of a tenth of a nat would not show on that scale.
 
     Parameters
     ----------
     table : pandas.DataFrame or dict
         A :func:`pymc_crais.compare` table, or ``name -> result`` (compared first).
     ax : matplotlib.axes.Axes, optional
-    reference : float, optional
-        A reference value drawn as a horizontal line.
+    reference : float, (float, float) or dict, optional
+        Reference log evidence(s), e.g. from long runs or quadrature: ``name -> value`` (or
+        ``(value, sd)``) for the models that have one, or one value (or ``(value, sd)``),
+        drawn as a line at that ``log Z`` (with ``show="error"``: the reference of every
+        model, e.g. replicate runs of one model).
+    show : {"log_bf", "error", "log_z"}, optional
+        ``"log_bf"``: ``log Z − log Z_best`` with the MCSE of the difference (the default
+        without a reference). ``"error"``: ``log Z − reference`` for the models with a
+        reference, the reference's own ``sd`` drawn as a grey band (the default with a dict
+        of references). ``"log_z"``: the raw ``log Z``, references drawn as a line or as
+        markers (the default with a single reference value).
     sigmas : float, default 2.0
         Half-width of the error bars in MCSEs.
 
@@ -137,15 +169,71 @@ def plot_evidence(table, ax=None, *, reference: float | None = None, sigmas: flo
 
     if isinstance(table, dict):
         table = compare(table)
+    if show is None:
+        show = "log_bf" if reference is None else "error" if isinstance(reference, dict) else "log_z"
+    if show not in ("log_bf", "error", "log_z"):
+        raise ValueError(f"show must be 'log_bf', 'error' or 'log_z', got {show!r}")
+    if show == "error" and reference is None:
+        raise ValueError("show='error' needs reference= (a value, or name -> value)")
+    if show == "log_bf" and reference is not None:
+        raise ValueError("reference= is drawn with show='error' or show='log_z', not 'log_bf'")
     ax = _axes(ax)
-    x = np.arange(len(table))
+    names = [str(n) for n in table.index]
     log_z = np.asarray(table["log_z"], dtype=np.float64)
     mcse = np.asarray(table["mcse"], dtype=np.float64)
-    ax.errorbar(x, log_z, yerr=sigmas * mcse, fmt="o", capsize=4)
-    if reference is not None:
-        ax.axhline(reference, color="k", lw=0.8, ls="--", label="reference")
+    refs = _reference_values(reference, names) if reference is not None else {}
+    if show == "log_bf":
+        keep = np.arange(len(names))
+        y = np.asarray(table["log_bf"], dtype=np.float64)
+        err = np.asarray(table["log_bf_mcse"], dtype=np.float64)
+        ylabel = f"log Bayes factor vs {names[0]}  (± {sigmas:g} MCSE)"
+        title = "log Bayes factor against the best model"
+    elif show == "error":
+        keep = np.array([i for i, n in enumerate(names) if n in refs], dtype=int)
+        if keep.size == 0:
+            raise ValueError("no model of the table has a reference value")
+        y = np.array([log_z[i] - refs[names[i]][0] for i in keep])
+        err = mcse[keep]
+        ylabel = f"log Z − reference  (± {sigmas:g} MCSE)"
+        title = "error against the reference"
+    else:
+        keep = np.arange(len(names))
+        y, err = log_z, mcse
+        ylabel = f"log Z  (± {sigmas:g} MCSE)"
+        title = "evidence"
+    x = np.arange(keep.size)
+    ax.errorbar(x, y, yerr=sigmas * err, fmt="o", capsize=4)
+    digits = 3 if np.nanmax(np.abs(y)) < 1 else 2
+    for xi, yi, ei in zip(x, y, err, strict=True):
+        if show == "log_bf" and xi == 0:
+            text = "best"
+        else:
+            value = f"{yi:.{digits}f}" if show == "log_z" else f"{yi:+.{digits}f}"
+            text = f"{value} ± {sigmas * ei:.{digits}f}"
+        ax.annotate(text, (xi, yi), xytext=(8, 0), textcoords="offset points", va="center",
+                    fontsize=8)
+    if show == "log_z" and reference is not None:
+        if isinstance(reference, dict):
+            for k, (n, (value, sd)) in enumerate(refs.items()):
+                ax.errorbar([names.index(n) + 0.15], [value], yerr=[sigmas * sd], fmt="x",
+                            color="k", capsize=3, label="reference" if k == 0 else None)
+        else:
+            ax.axhline(refs[names[0]][0], color="k", lw=0.8, ls="--", label="reference")
         ax.legend(frameon=False)
-    ax.set_xticks(x, [str(n) for n in table.index], rotation=20, ha="right")
-    ax.set_ylabel(f"log Z  (± {sigmas:g} MCSE)")
-    ax.set_title("evidence")
+    elif show != "log_z":
+        ax.axhline(0.0, color="k", lw=0.8, ls="--")
+    if show == "error":
+        band = f"reference ± {sigmas:g} sd"
+        for xi, i in zip(x, keep, strict=True):
+            sd = refs[names[i]][1]
+            if sd > 0:
+                ax.fill_between([xi - 0.3, xi + 0.3], -sigmas * sd, sigmas * sd, color="0.85",
+                                zorder=0, label=band)
+                band = None
+        if band is None:
+            ax.legend(frameon=False)
+    ax.set_xticks(x, [names[i] for i in keep], rotation=20, ha="right")
+    ax.set_xlim(-0.6, keep.size - 0.4)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     return ax

@@ -35,7 +35,13 @@ from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
 from .warnings import ChainDisagreementWarning
 
-__all__ = ["ChainDisagreementWarning", "build_datatree", "log_marginal_likelihood", "pad_stages"]
+__all__ = [
+    "ChainDisagreementWarning",
+    "build_datatree",
+    "log_marginal_likelihood",
+    "pad_stages",
+    "sample_smc_log_z_per_chain",
+]
 
 # optional per-stage diagnostics (pymc_crais.diagnostics), stored when a run recorded them
 DIAGNOSTIC_STAGE_KEYS = ("pareto_k", "move_correlation", "move_correlation_max")
@@ -191,6 +197,32 @@ def build_datatree(
     return DataTree.from_dict({f"/{k}": v for k, v in groups.items()})
 
 
+def sample_smc_log_z_per_chain(stats) -> np.ndarray | None:
+    """Each chain's ``log Z`` from the ``sample_stats`` of a ``pm.sample_smc`` result, or
+    ``None`` for a pymc_crais result.
+
+    ``pm.sample_smc`` stores ``log_marginal_likelihood`` per stage: an object array
+    ``(chain, k)`` of per-stage entries (ragged on older versions), or, with one chain, one
+    float vector whose dimension is named ``chain``. The estimate is each chain's last
+    finite entry.
+    """
+    values = np.asarray(stats["log_marginal_likelihood"].values)
+    if "log_marginal_likelihood_mcse" in stats:
+        return None  # ours: a float array of dims (chain,)
+    if values.dtype != object and values.ndim == 1:
+        values = values[None, :]  # pm.sample_smc with chains=1
+    elif values.dtype != object and values.ndim != 2:
+        return None
+    out = []
+    for row in values.reshape(values.shape[0], -1):
+        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=np.float64)).ravel() for v in row])
+        finite = flat[np.isfinite(flat)]
+        if finite.size == 0:
+            raise ValueError("a chain of the result has no finite log_marginal_likelihood entry")
+        out.append(finite[-1])
+    return np.asarray(out, dtype=np.float64)
+
+
 def log_marginal_likelihood(idata, *, return_details: bool = False):
     """The combined ``log Z`` of all chains and its Monte Carlo standard error.
 
@@ -198,7 +230,11 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     ----------
     idata : xarray.DataTree
         Output of a pymc_crais sampler (or anything with
-        ``sample_stats.log_marginal_likelihood`` of dims ``(chain,)``).
+        ``sample_stats.log_marginal_likelihood`` of dims ``(chain,)``), or of
+        ``pm.sample_smc``: its last finite ``log_marginal_likelihood`` entry per chain is
+        used, and its MCSE is the between-chain standard error only (``pm.sample_smc``
+        reports no within-chain error; NaN, unknown, with a single chain), as in
+        :func:`pymc_crais.compare`.
     return_details : bool, default False
         Also return the within- and between-chain standard errors and the range of the
         chains' ``log Ẑ_c`` (``log_z_range``).
@@ -223,6 +259,16 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
         A :class:`~pymc_crais.UnreliableEvidenceWarning`: the chains disagree beyond their
         errors (chi-square p-value below 0.001), or span more than 2 nats and more than
         4 MCSE. The estimate is then unreliable, whatever its MCSE says.
+
+    Notes
+    -----
+    Judge a result by this MCSE, by the effective sample size of the final weights
+    (``sample_stats.ess`` at the last stage, or :func:`pymc_crais.plot_log_weights`) and by
+    the agreement of the chains' ``log Ẑ`` (``sample_stats.log_marginal_likelihood``).
+    ``az.summary`` on a result reports ESS and R-hat of the posterior draws as if they were
+    MCMC traces: they are the final particles resampled (many draws are copies of one
+    particle) from independent runs, so those ESS values count copies and R-hat only says
+    whether the chains' resampled populations look alike.
     """
     if idata is None or not hasattr(idata, "__getitem__") or isinstance(idata, str | bytes):
         raise TypeError(
@@ -236,15 +282,17 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     except (KeyError, TypeError, IndexError):
         raise ValueError(
             "idata has no sample_stats.log_marginal_likelihood; pass the result of a "
-            "pymc_crais sampler"
+            "pymc_crais sampler or of pm.sample_smc"
         ) from None
-    values = np.asarray(lml.values)
-    if values.dtype == object or values.ndim != 1:
-        raise ValueError(
-            "sample_stats.log_marginal_likelihood must be a float array of dims (chain,); "
-            "results of pm.sample_smc store ragged per-stage lists instead - use the last "
-            "entry of each chain or run pymc_crais.sample_ais"
-        )
+    values = sample_smc_log_z_per_chain(stats)
+    ours = values is None
+    if ours:
+        values = np.asarray(lml.values)
+        if values.dtype == object or values.ndim != 1:
+            raise ValueError(
+                "sample_stats.log_marginal_likelihood must be a float array of dims (chain,) "
+                "(a pymc_crais result) or pm.sample_smc's per-stage values"
+            )
     from .diagnostics import chain_agreement, heavy_tail_factor, pooled_pareto_khat
 
     within = factor = None
@@ -259,7 +307,9 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     details["log_z_range"] = spread
     q, p = (np.nan, np.nan) if within is None else chain_agreement(values, within * factor)
     details["agreement_statistic"], details["agreement_p_value"] = q, p
-    if (np.isfinite(p) and p < 1e-3) or spread > max(2.0, 4.0 * mcse):
+    # pm.sample_smc's MCSE is the chains' standard error, against which the spread of the
+    # chains is no test (its range is about 4 standard errors with 4 chains)
+    if ours and ((np.isfinite(p) and p < 1e-3) or spread > max(2.0, 4.0 * mcse)):
         warnings.warn(
             f"the {values.size} chains' log Z estimates span {spread:.3g} nats, beyond their "
             f"errors (MCSE {mcse:.3g}; chi-square p-value {p:.2g}): the estimate is unreliable "

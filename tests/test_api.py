@@ -225,11 +225,18 @@ def test_log_marginal_likelihood_combines_chains(idata):
     assert mcse == pytest.approx(details["mcse_within"] * np.sqrt(details["tail_factor"]))
 
 
-def test_log_marginal_likelihood_rejects_ragged_pymc_output(regression):
+def test_log_marginal_likelihood_reads_pymc_output_as_compare_does(regression):
+    """pm.sample_smc's per-stage values: the last finite entry per chain, between-chain MCSE."""
     with regression.model:
         ref = pm.sample_smc(draws=20, chains=2, cores=1, progressbar=False, random_seed=0, compute_convergence_checks=False)
+    value, mcse = pmc.log_marginal_likelihood(ref)
+    row = pmc.compare({"pm": ref})
+    assert (value, mcse) == (row.loc["pm", "log_z"], row.loc["pm", "mcse"])
+    assert pmc.comparison.evidence_estimate(ref).method == "pm.sample_smc"
+    per_chain = [np.asarray(v, dtype=float).ravel()[-1] for v in ref.sample_stats["log_marginal_likelihood"].values.ravel()]
+    np.testing.assert_allclose(value, np.logaddexp(*per_chain) - np.log(2), rtol=1e-12)
     with pytest.raises(ValueError, match="log_marginal_likelihood"):
-        pmc.log_marginal_likelihood(ref)
+        pmc.log_marginal_likelihood(xr.DataTree.from_dict({"posterior": xr.Dataset()}))
 
 
 def test_raw_result_without_inferencedata(regression):

@@ -44,10 +44,28 @@ def test_plot_log_weights_and_evidence(runs):
     ax = pmc.plot_log_weights(runs["crais"])
     assert len(ax.patches) == 2 and "ESS" in ax.get_legend().get_texts()[0].get_text()
     table = pmc.compare(runs)
-    ax = pmc.plot_evidence(table, reference=-30.0)
+    ax = pmc.plot_evidence(table, reference=-30.0)  # one value: a line on the log Z axis
     (line,) = [c for c in ax.containers]  # one errorbar container
     np.testing.assert_allclose(line.lines[0].get_ydata(), table["log_z"].to_numpy())
     assert [t.get_text() for t in ax.get_xticklabels()] == list(table.index)
+    # by default what a reader compares: log Bayes factors against the best, with their MCSE
+    ax = pmc.plot_evidence(table)
+    (bars,) = ax.containers
+    np.testing.assert_allclose(bars.lines[0].get_ydata(), table["log_bf"].to_numpy())
+    (err,) = bars.lines[2]  # the error bars: ±2 MCSE of each difference
+    half = np.array([abs(seg[1, 1] - seg[0, 1]) / 2 for seg in err.get_segments()])
+    np.testing.assert_allclose(half, 2 * table["log_bf_mcse"].to_numpy())
+    assert ax.texts[0].get_text() == "best" and "±" in ax.texts[1].get_text()
+    # with references per model: log Z minus the reference, only where there is one
+    worst = table.index[-1]
+    ax = pmc.plot_evidence(table, reference={worst: (-30.0, 0.1)})
+    (bars,) = ax.containers
+    np.testing.assert_allclose(bars.lines[0].get_ydata(), [table.loc[worst, "log_z"] + 30.0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == [worst]
+    with pytest.raises(ValueError, match="not models of the table"):
+        pmc.plot_evidence(table, reference={"nope": -30.0})
+    with pytest.raises(ValueError, match="show="):
+        pmc.plot_evidence(table, show="error")
     with pytest.raises(TypeError, match="DataTree"):
         pmc.plot_schedule({"x": 3})
     plt.close("all")

@@ -382,9 +382,18 @@ def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monk
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
 def test_keyboard_interrupt_stops_all_workers(small_case, monkeypatch):
-    monkeypatch.setattr(anneal_chain, "run_anneal_chain", _interrupt_parent_then_hang)
-    with pytest.raises(KeyboardInterrupt):
-        pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
+    # A process started in the background by a non-interactive shell, or under nohup,
+    # ignores SIGINT (its handler is SIG_IGN): the worker's signal would then be lost and the
+    # workers would sleep out their 600 s. Python's own handler (KeyboardInterrupt, what an
+    # interactive session has) is installed for the duration of the test, the workers forked
+    # in it included, and the previous one restored after.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        monkeypatch.setattr(anneal_chain, "run_anneal_chain", _interrupt_parent_then_hang)
+        with pytest.raises(KeyboardInterrupt):
+            pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert _no_children_left() == []
 
 

@@ -76,7 +76,7 @@ def test_exact_reference_matches_importance_sampling(name):
 def test_hierarchical_quadrature_matches_monte_carlo_over_tau():
     """The 1-D quadrature over τ against plain Monte Carlo over τ's prior (the eight-schools
     data; the Gaussian marginal given τ is shared, the integration is independent)."""
-    from pymc_crais.validation.cases import _hier_marginal_cov
+    from pymc_crais.validation.exact_models import hier_marginal_cov as _hier_marginal_cov
     from pymc_crais.validation.data import EIGHT_SCHOOLS
 
     exact = get_case("eight_schools_centered").build().log_z

@@ -20,14 +20,17 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.density import BatchedDensity, Evaluation
+from .reproducible import LazyFunction, ReproducibleFunction, compile_function, reproducible_compile
 from .rewrites import simplify_logp_graph, with_fast_softplus
 
 __all__ = [
     "ModelDensity",
     "ParameterLayout",
     "PerParticleFallbackWarning",
+    "ReproducibleFunction",
     "compile_model_density",
     "parameter_layout",
+    "reproducible_compile",
     "resolve_compile_kwargs",
 ]
 
@@ -149,15 +152,6 @@ def joined_scalar_graph(model, outputs, layout: ParameterLayout):
     point = {k: np.asarray(val, dtype="float64") for k, val in ip.items()}
     outs, theta = join_nonshared_inputs(point=point, outputs=outputs, inputs=inputs)
     return outs, theta
-
-
-def compile_function(inputs, outputs, compile_kwargs):
-    from pymc.pytensorf import compile as pm_compile
-
-    kw = {"on_unused_input": "ignore", **compile_kwargs}
-    fn = pm_compile(inputs, outputs, **kw)
-    fn.trust_input = True
-    return fn
 
 
 @dataclass
@@ -333,7 +327,6 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
             xb, (blp, bll) = batched([lp, ll])
             if simplify:  # after vectorizing: canonical forms can hide batch dimensions
                 blp, bll = simplify_logp_graph([blp, bll])
-            fn = compile_function([xb], [blp, bll], ckw)
             fn_grad = None
             if gradient:
                 try:
@@ -342,8 +335,12 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
                     fn_grad = compile_function([xb], [blp, bll, g_lp, g_ll], ckw)
                 except Exception as err:  # no gradient for some Op
                     grad_error = f"{type(err).__name__}: {err}"
-            # smoke test on two copies of the initial point, so failures surface here
-            fn(np.tile(initial_point_vector(model, layout), (2, 1)))
+            # the values alone: compiled now only if no gradient function will serve the
+            # sampler (Numba's code generation dominates a cold compilation)
+            fn = compile_function([xb], [blp, bll], ckw) if fn_grad is None else LazyFunction([xb], [blp, bll], ckw)
+            # smoke test on two copies of the initial point, so failures surface here, and the
+            # first call (Numba's JIT) happens here, once, not in every worker process
+            (fn_grad or fn)(np.tile(initial_point_vector(model, layout), (2, 1)))
             return True, fn, fn_grad, grad_error, None
         except Exception as err:
             fallback_reason = f"{type(err).__name__}: {err}"

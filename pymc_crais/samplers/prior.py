@@ -21,6 +21,7 @@ from .compile import (
     ParameterLayout,
     PerParticleFallbackWarning,
     cached_on_model,
+    reproducible_compile,
     resolve_compile_kwargs,
     uses_jax,
 )
@@ -63,8 +64,6 @@ class PriorSampler:
     """
 
     def __init__(self, model, layout: ParameterLayout, compile_kwargs: dict | None = None):
-        from pymc.pytensorf import compile as pm_compile
-
         self.layout = layout
         free = list(model.free_RVs)
         n = pt.iscalar("n_particles")
@@ -84,7 +83,7 @@ class PriorSampler:
                 replace = {rv: change_dist_size(rv, new_size=(n,), expand=True) for rv in roots}
                 batched = vectorize_graph(outs, replace=replace)
             x = pt.concatenate([b.reshape((n, -1)) for b in batched], axis=1)
-            self._fn = pm_compile([n], x, **resolve_compile_kwargs(None, compile_kwargs))
+            self._fn = reproducible_compile([n], x, **resolve_compile_kwargs(None, compile_kwargs))
             self._fn(2)
         except Exception as err:
             warnings.warn(
@@ -95,7 +94,7 @@ class PriorSampler:
             )
             self.vectorized = False
             flat = pt.concatenate([o.reshape((-1,)) for o in outs])
-            self._fn = pm_compile([], flat, **resolve_compile_kwargs(None, compile_kwargs))
+            self._fn = reproducible_compile([], flat, **resolve_compile_kwargs(None, compile_kwargs))
         self._rng_vars = [
             v for v in self._fn.get_shared() if isinstance(v.type, RandomGeneratorType)
         ]

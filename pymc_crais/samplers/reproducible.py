@@ -1,0 +1,132 @@
+"""Compiled PyTensor functions whose results do not depend on the compile cache.
+
+PyTensor's Numba backend compiles with LLVM fast-math by default, and under fast-math a
+kernel compiled in this process and its copy loaded from the on-disk cache can round
+differently: the same seed then gave other bits with a cold and a warm cache. Every function
+of the package is compiled here, with fast-math off (:func:`reproducible_compile`), also when
+a worker process unpickles it (:class:`ReproducibleFunction`); :class:`LazyFunction` defers a
+compilation until its first call.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LazyFunction", "ReproducibleFunction", "compile_function", "reproducible_compile"]
+
+
+def _without_fast_math():
+    import pytensor
+
+    return pytensor.config.change_flags(numba__fastmath=False)
+
+
+def _rebuild_reproducible(constructor, args):
+    with _without_fast_math():  # PyTensor compiles an unpickled function again
+        return ReproducibleFunction(constructor(*args))
+
+
+class ReproducibleFunction:
+    """A compiled PyTensor function that is compiled again without Numba's fast-math when it
+    is unpickled (in a worker process, say); attributes are those of the function."""
+
+    __slots__ = ("_function",)
+
+    def __init__(self, function):
+        object.__setattr__(self, "_function", function)
+
+    def __call__(self, *args, **kwargs):
+        return self._function(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._function, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._function, name, value)
+
+    def __reduce__(self):
+        # PyTensor's own reduction of the function, rebuilt inside the flag change. Its parts
+        # go in the same pickle stream as everything else, so objects shared with the rest of
+        # the pickled state (e.g. the random generators a prior sampler seeds) stay shared.
+        import copyreg
+
+        reduce = copyreg.dispatch_table.get(type(self._function))
+        constructor, args = (reduce(self._function) if reduce else self._function.__reduce_ex__(4))[
+            :2
+        ]
+        return _rebuild_reproducible, (constructor, args)
+
+
+def reproducible_compile(inputs, outputs, **compile_kwargs):
+    """PyMC's ``compile`` with Numba's fast-math off, so results do not depend on the cache.
+
+    PyTensor's Numba backend compiles by default with LLVM fast-math flags (``reassoc``,
+    ``arcp``, ``contract``, ``afn``, ``nsz``). Numba compiles every Op into its own library
+    and links a copy of it into the function that calls it, where LLVM optimizes it again;
+    under fast-math the two copies of a kernel can round differently (a reduction summed
+    in another order, a division turned into a multiplication by the reciprocal). Which
+    copy runs depends on whether the callee was compiled in this process or the whole
+    function was loaded from PyTensor's on-disk Numba cache, so the same seed gave results
+    differing in the last bits (and, after resampling, in the third digit of ``log Z``)
+    between a cold and a warm cache. Without fast-math LLVM keeps IEEE semantics and every
+    copy computes the same bits. Other backends are unaffected.
+
+    Parameters
+    ----------
+    inputs, outputs : list of pytensor.Variable
+    **compile_kwargs
+        Passed to :func:`pymc.pytensorf.compile`.
+
+    Returns
+    -------
+    ReproducibleFunction
+        The compiled function; unpickling it compiles it again, also without fast-math.
+    """
+    from pymc.pytensorf import compile as pm_compile
+
+    with _without_fast_math():
+        return ReproducibleFunction(pm_compile(inputs, outputs, **compile_kwargs))
+
+
+def compile_function(inputs, outputs, compile_kwargs):
+    """:func:`reproducible_compile` with unused inputs allowed and inputs trusted (the
+    package always passes float64 C-ordered arrays)."""
+    kw = {"on_unused_input": "ignore", **compile_kwargs}
+    fn = reproducible_compile(inputs, outputs, **kw)
+    fn.trust_input = True
+    return fn
+
+
+class LazyFunction:
+    """A compiled function built on its first call (then kept, and shared by every copy made
+    after that call).
+
+    With cold PyTensor/Numba caches Numba's code generation is nearly all of a model's
+    compilation (tens of seconds a function on 2 cores). Gradient kernels never evaluate the
+    log-density without its gradient, so that function is compiled only if something calls it
+    (a gradient-free kernel after ``init="laplace"``, for instance). Its graph is the one an
+    eager compilation would use, so the results do not depend on when it is compiled.
+    Picklable (a worker process that needs it compiles it, from the on-disk cache if warm).
+    """
+
+    def __init__(self, inputs, outputs, compile_kwargs):
+        self._spec = (inputs, outputs, compile_kwargs)
+        self._fn = None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the function has been compiled."""
+        return self._fn is not None
+
+    @property
+    def function(self):
+        """The compiled function (compiled now if it was not yet)."""
+        if self._fn is None:
+            self._fn = compile_function(*self._spec)
+        return self._fn
+
+    def __call__(self, *args):
+        return self.function(*args)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.function, name)
