@@ -1,9 +1,12 @@
 """Bit-identity check: fingerprints of small, seeded runs of every sampler configuration.
 
-Refactors must not change results. Run before and after a change and compare:
+Refactors must not change results. ``benchmarks/golden-reference.json`` holds the fingerprints
+of the code as it landed (2026-11-23); compare a change with it, or with your own ``--write``
+taken before the change:
 
     python benchmarks/golden.py --write benchmarks/out/golden-before.json
     python benchmarks/golden.py --compare benchmarks/out/golden-before.json
+    python benchmarks/golden.py --compare benchmarks/golden-reference.json
 
 Each configuration runs on a small model with fixed seeds (cores=1, so it is quick) and is
 fingerprinted by ``log Z`` per chain (exact repr) and a SHA-256 of every numeric array of the

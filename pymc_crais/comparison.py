@@ -111,7 +111,7 @@ def evidence_estimate(result) -> EvidenceEstimate:
     from .diagnostics import diagnose
     from .warnings import UnreliableEvidenceWarning
 
-    with warnings.catch_warnings():  # reported in the table's "flags" column instead
+    with warnings.catch_warnings():  # reported in the table's "unreliable" column instead
         warnings.simplefilter("ignore", UnreliableEvidenceWarning)
         value, mcse = log_marginal_likelihood(result)
     try:
@@ -189,7 +189,7 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
         the best model, so ``≤ 0``), ``log_bf_mcse``, ``prob`` (posterior probability under
         equal prior odds), ``prob_lo``/``prob_hi`` (2.5 % and 97.5 % quantiles of that
         probability under the Monte Carlo error of all estimates), ``prob_best`` (the share
-        of draws in which the model has the largest evidence), ``method`` and ``flags``
+        of draws in which the model has the largest evidence), ``method`` and ``unreliable``
         (the failed reliability checks of :func:`pymc_crais.diagnose`, comma-separated;
         empty when the estimate passed them all or cannot be checked).
 
@@ -234,7 +234,7 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
         "prob_hi": hi,
         "prob_best": prob_best,
         "method": np.array([estimates[n].method for n in names], dtype=object),
-        "flags": np.array([getattr(estimates[n], "flags", "") for n in names], dtype=object),
+        "unreliable": np.array([getattr(estimates[n], "flags", "") for n in names], dtype=object),
     }
     table = _table_class()(
         {k: v[order] for k, v in columns.items()},
@@ -295,10 +295,11 @@ def format_table(table, title: str | None = None) -> str:
     lines = [title] if title else []
     lines.append(
         f"{'model':<22} {'log Z':>10} {'± MCSE':>7} {'log BF':>9} {'± MCSE':>7} "
-        f"{'P(model)':>9} {'95% MC interval':>17}  flags"
+        f"{'P(model)':>9} {'95% MC interval':>17}  unreliable"
     )
     for name, row in table.iterrows():
-        flags = getattr(row, "flags", "") or ""
+        # by key: ``row.flags`` is pandas' own attribute, not the column
+        flags = row["unreliable"] if "unreliable" in row.index else ""
         lines.append(
             f"{name!s:<22} {row.log_z:>10.3f} {row.mcse:>7.3f} {row.log_bf:>9.3f} "
             f"{row.log_bf_mcse:>7.3f} {_prob(row.prob):>9}   [{_prob(row.prob_lo)}, {_prob(row.prob_hi)}]"
