@@ -136,7 +136,16 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                 )
             )
     hit = which(lambda r: bool(r.get("hit_max_steps", False)))
-    if hit:
+    if hit and attrs.get("method") == "rts":  # RTS's cap is on its initial rounds
+        out.append(
+            Problem(
+                "max_steps",
+                hit,
+                "the initial rounds hit max_init_rounds before the level guesses settled.",
+                "Increase max_init_rounds or n_init_sweeps, or use more temperatures.",
+            )
+        )
+    elif hit:
         out.append(
             Problem(
                 "max_steps",
