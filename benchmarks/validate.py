@@ -3,6 +3,7 @@
     python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
         [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
+        [--speed]
 
 Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
 as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
@@ -277,6 +278,51 @@ def summary(recs: list[dict]) -> str:
     return "\n".join(out)
 
 
+SPEED_TARGETS = (("n < 200 rows", 20.0), ("Pima-sized (n >= 200, d <= 20)", 5.0),
+                 ("Sonar-sized (d > 20)", 2.0))  # fmt: skip
+
+
+def size_class(case) -> str:
+    """The speed target class of a case (issue "defaults that win")."""
+    if case.n < 200 and case.d <= 20:
+        return SPEED_TARGETS[0][0]
+    if case.d <= 20:
+        return SPEED_TARGETS[1][0]
+    return SPEED_TARGETS[2][0]
+
+
+def speed_table(recs: list[dict]) -> str:
+    """Defaults against defaults: wall-time ratio pm.sample_smc / ours, per case and sampler.
+
+    Only cases where both ran in the same store; the ratio includes compilation on both sides.
+    ``no worse`` is |error| <= max(|error of pm.sample_smc|, tolerance).
+    """
+    from pymc_crais.validation import get_case
+
+    by = {(r["case"], r["sampler"]): r for r in recs if r.get("status") == "ok"}
+    lines = ["| case | class (target) | sampler | wall s | pm wall s | speed-up | evals ratio "
+             "| error | pm error | no worse | meets target |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    targets = dict(SPEED_TARGETS)
+    for (case, s), r in by.items():
+        pm = by.get((case, "pm_smc"))
+        if s == "pm_smc" or pm is None:
+            continue
+        c = get_case(case)
+        cls = size_class(c)
+        speed = pm["wall_s"] / r["wall_s"]
+        tol = TOL[c.reference] + 3 * r.get("reference_mcse", 0.0)
+        ok_err = abs(r["error"]) <= max(abs(pm["error"]), tol)
+        meets = ok_err and speed >= targets[cls]
+        lines.append(
+            f"| {case} | {cls} (≥{targets[cls]:g}×) | {LABELS[s]} | {r['wall_s']:.1f} | "
+            f"{pm['wall_s']:.1f} | {speed:.1f}× | {pm['evals'] / r['evals']:.2f} | "
+            f"{r['error']:+.3f} | {pm['error']:+.3f} | {'yes' if ok_err else 'NO'} | "
+            f"{'yes' if meets else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
 def case_table() -> str:
     """The suite's cases with their tags and references, as Markdown."""
     from pymc_crais.validation import cases
@@ -327,6 +373,8 @@ def main(argv=None):
     ap.add_argument("--rerun", action="store_true", help="ignore stored results")
     ap.add_argument("--no-run", action="store_true", help="only tabulate stored results")
     ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
+    ap.add_argument("--speed", action="store_true",
+                    help="also print wall-time ratios against pm.sample_smc (defaults)")
     ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.list:
@@ -378,6 +426,9 @@ def main(argv=None):
     print(markdown(recs) if args.markdown else text_table(recs))
     print()
     print(summary(recs))
+    if args.speed:
+        print()
+        print(speed_table(recs))
     if args.json:
         Path(args.json).write_text(json.dumps(recs, indent=1) + "\n")
 
