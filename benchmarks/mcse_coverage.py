@@ -5,7 +5,8 @@
 
 Every public sampler runs with its defaults (only ``chains``, ``cores=1``, the seed and
 ``progressbar=False`` set) on the models with exact log Z of ``tests/exact_models.py``
-(and the silent-failure cases of issue 13 with ``--cases d50_regression,mixture10``).
+(and the silent-failure cases of issue 13 with ``--cases d50_regression,mixture10``), or on
+any case of the validation suite by its name (``--cases linreg_d10,eight_schools_centered``).
 Each run appends one JSON line with the per-chain ``log Ẑ_c``, within-chain variances,
 Pareto k̂, genealogy and move correlations, the combined estimate and MCSE, the MCSE the
 previous rule (``max(within, t·between)``) would have given, and the warnings raised, so
@@ -46,8 +47,13 @@ def build_case(name: str):
         c = mixture_potential(10, sds=(0.2, 0.5, 1.0), weights=(0.5, 0.3, 0.2))
     elif name == "mixture10_overlapping":  # x ~ N(0, I) times a 3-component mixture density
         c = overlapping_mixture(10)
-    else:
+    elif hasattr(em, name):
         c = getattr(em, name)()
+    else:  # a case of the validation suite (pymc_crais.validation), exact or reference
+        from pymc_crais.validation import get_case
+
+        inst = get_case(name).build()
+        return inst.model, inst.log_z
     return c.model, c.log_z
 
 
