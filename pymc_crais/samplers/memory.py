@@ -1,0 +1,114 @@
+"""Bounded memory: a batched model call evaluated in blocks of particles.
+
+One batched call on ``N`` particles of a model with ``n`` observations holds several
+``(N, n)`` arrays at once (the linear predictor, its softplus, the residuals of the
+gradient...): 2,000 particles of a logistic regression with 10⁶ rows are 16 GB an array.
+:func:`block_rows` bounds that: it estimates the bytes one particle needs from the number of
+observed elements and returns how many particles fit in the ``memory_budget``;
+:func:`call_in_blocks` evaluates a population that many rows at a time and concatenates.
+Every output of the model functions is per particle, so a block computes the same rows as
+the whole call (``tests/samplers/test_scale.py`` checks the bits).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "BYTES_PER_ELEMENT",
+    "DEFAULT_MEMORY_BUDGET",
+    "block_rows",
+    "call_in_blocks",
+    "check_memory_budget",
+    "observed_elements",
+]
+
+DEFAULT_MEMORY_BUDGET = 2**30
+"""Default ``memory_budget`` in bytes (1 GiB) of one batched model call."""
+
+BYTES_PER_ELEMENT = 96
+"""Bytes a particle needs per observed element in a batched call with gradients: twelve
+float64 arrays of the data's size alive at once. Measured on logistic regression with the
+Numba backend (``benchmarks/bench_bigdata.py --memory``: peak RSS grows by about 60 bytes
+per particle and row); rounded up so that the estimate errs on the safe side."""
+
+
+def check_memory_budget(value) -> float:
+    """``memory_budget`` as a number of bytes (``None``: the default, 1 GiB).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument and the fix, for anything but a positive number (``inf``: no
+        blocks).
+    """
+    if value is None:
+        return float(DEFAULT_MEMORY_BUDGET)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError(
+            f"memory_budget must be a positive number of bytes (e.g. memory_budget=4 * 2**30 "
+            f"for 4 GiB, or float('inf') to evaluate every particle in one call), got {value!r}"
+        )
+    return float(value)
+
+
+def _data_size(var) -> int:
+    """Elements of a constant or shared variable's value (0 if it has none)."""
+    if hasattr(var, "get_value"):
+        return int(np.size(var.get_value(borrow=True)))
+    data = getattr(var, "data", None)
+    return 0 if data is None else int(np.size(data))
+
+
+def observed_elements(model) -> int:
+    """Total elements of the model's observed data (what one particle's call scales with)."""
+    total = 0
+    for rv in model.observed_RVs:
+        total += _data_size(model.rvs_to_values[rv])
+    return total
+
+
+def block_rows(model, dim: int, memory_budget: float) -> int | None:
+    """How many particles one batched call may take within ``memory_budget`` bytes.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    dim : int
+        ``d``, the particles' dimension (the floor of the per-particle size).
+    memory_budget : float
+        Bytes (``inf``: no limit).
+
+    Returns
+    -------
+    int or None
+        ``None`` when no block is needed for any population size (infinite budget), else
+        at least 1.
+    """
+    if not np.isfinite(memory_budget):
+        return None
+    per_particle = BYTES_PER_ELEMENT * max(observed_elements(model), dim, 1)
+    return max(1, int(memory_budget // per_particle))
+
+
+def call_in_blocks(fn, x: np.ndarray, rows: int | None) -> list:
+    """``fn(x)`` for a batched ``fn`` returning per-particle arrays, ``rows`` particles a call.
+
+    Parameters
+    ----------
+    fn : callable
+        ``(N, d) -> sequence of arrays with N rows first``.
+    x : numpy.ndarray, shape (N, d)
+    rows : int or None
+        Block size (``None`` or ``>= N``: one call).
+
+    Returns
+    -------
+    list of numpy.ndarray
+    """
+    if rows is None or x.shape[0] <= rows:
+        return fn(x)
+    parts = [fn(np.ascontiguousarray(x[i : i + rows])) for i in range(0, x.shape[0], rows)]
+    return [np.concatenate([np.asarray(p[k]) for p in parts]) for k in range(len(parts[0]))]
