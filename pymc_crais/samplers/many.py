@@ -37,6 +37,20 @@ def _samplers() -> dict[str, Callable]:
     }
 
 
+def _task_defaults(sampler) -> dict:
+    """``cores=1`` and ``progressbar=False`` where the sampler takes them."""
+    import inspect
+
+    try:
+        params = inspect.signature(sampler).parameters
+    except (TypeError, ValueError):
+        return {}
+    defaults = {"cores": 1, "progressbar": False}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return defaults
+    return {k: v for k, v in defaults.items() if k in params}
+
+
 def _fit_one(payload: bytes):
     """Worker entry: unpickle ``(sampler, model, kwargs)`` and run it."""
     import cloudpickle
@@ -118,7 +132,7 @@ def fit_many(
         else np.random.SeedSequence(random_seed)
     )
     seeds = root.spawn(len(named))
-    kwargs = {"cores": 1, "progressbar": False, **sampler_kwargs}
+    kwargs = {**_task_defaults(sampler), **sampler_kwargs}
     if executor is None:
         return {
             name: sampler(model=model, random_seed=seed, **kwargs)

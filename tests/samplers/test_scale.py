@@ -130,11 +130,11 @@ def _counting_density(calls: list):
         return -0.5 * np.sum(x * x, axis=1) - np.log(2 * np.pi)
 
     def log_target(x):
-        z = (x - m) / 0.5
-        return 0.7 - 0.5 * np.sum(z * z, axis=1) - 2 * np.log(0.5) - np.log(2 * np.pi)
+        z = (x - m) / 0.1
+        return 0.7 - 0.5 * np.sum(z * z, axis=1) - 2 * np.log(0.1) - np.log(2 * np.pi)
 
     return FunctionDensity(
-        D, log_q0, log_target, lambda x: -x, lambda x: -(x - m) / 0.25,
+        D, log_q0, log_target, lambda x: -x, lambda x: -(x - m) / 0.01,
         lambda rng, n: rng.standard_normal((n, D)),
     )
 
@@ -149,7 +149,7 @@ def _tasks(density, n_chains: int, draws: int = 64, seed: int = 5):
             draw=density.sample_q0,
             draws=draws,
             path=make_path(0.0, 0.0),
-            schedule=ESSSchedule(0.7),
+            schedule=ESSSchedule(0.9),
             kernel=make_kernel("hmc"),
             n_mcmc_steps=2,
             max_steps=1000,
@@ -229,6 +229,9 @@ def test_fit_many_on_a_process_pool_equals_local_runs_and_feeds_compare():
         pmc.fit_many(models, "nuts")
     with pytest.raises(ValueError, match="models is empty"):
         pmc.fit_many({})
+    mcd = pmc.fit_many({"narrow": models["narrow"]}, "mcd", random_seed=4, draws=32, n_steps=4,
+                       train_steps=2, chains=1)  # a sampler without cores=
+    assert mcd["narrow"].posterior.sizes["chain"] == 1
 
 
 def test_fit_many_on_a_local_dask_cluster_equals_local_runs():
@@ -237,14 +240,14 @@ def test_fit_many_on_a_local_dask_cluster_equals_local_runs():
     distributed = pytest.importorskip("distributed")
     models = {"narrow": _normal_means(1.0), "wide": _normal_means(3.0)}
     kw = {"draws": 64, "n_steps": 8, "chains": 2}
-    local = pmc.fit_many(models, "crais", random_seed=9, **kw)
+    local = pmc.fit_many(models, "ais", random_seed=9, **kw)
     with (
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        remote = pmc.fit_many(models, "crais", executor=client.get_executor(), random_seed=9, **kw)
+        remote = pmc.fit_many(models, "ais", executor=client.get_executor(), random_seed=9, **kw)
     for name in models:
         np.testing.assert_array_equal(
             local[name].sample_stats.log_weights.values, remote[name].sample_stats.log_weights.values
@@ -278,8 +281,8 @@ def test_jax_runs_every_sampler_with_several_chains_in_one_process():
             mu = pm.Normal("mu", 0, 1, shape=2)
             pm.Normal("y", mu, 1, observed=Y)
         exact = {_exact_log_z(1.0)!r}
-        kw = dict(model=model, draws=128, progressbar=False, backend="jax", cores=2)
-        a = pmc.sample_ais(n_steps=10, chains=3, random_seed=[1, 2, 3], **kw)
+        kw = dict(model=model, draws=128, progressbar=False, backend="jax")
+        a = pmc.sample_ais(n_steps=10, chains=3, cores=2, random_seed=[1, 2, 3], **kw)
         for i, s in enumerate((1, 2, 3)):
             one = pmc.sample_ais(n_steps=10, chains=1, random_seed=[s], **kw)
             np.testing.assert_array_equal(
