@@ -136,9 +136,11 @@ def sample_ais(
         runs stay in this process. The executor is not shut down.
     memory_budget : float, optional
         Bytes one batched model call may use (default 1 GiB): when ``N`` particles of a
-        model with ``n`` observed values would need more (about 96 bytes per particle and
-        value), the population is evaluated in blocks of particles. ``float("inf")``: one
-        call, whatever its size. Results do not depend on it.
+        model with ``n`` observed values would need more (an estimate of 32 bytes per particle
+        and value), the population is evaluated in blocks of particles. ``float("inf")``: one
+        call, whatever its size. The same seed and budget give the same bits; another budget
+        can round a BLAS product differently in the last bits, and so give another
+        (statistically equivalent) run.
     **crais_kwargs
         Only with ``schedule="constant_rate"``: arguments of :func:`sample_crais`.
 

@@ -7,7 +7,9 @@ gradient...): 2,000 particles of a logistic regression with 10⁶ rows are 16 GB
 observed elements and returns how many particles fit in the ``memory_budget``;
 :func:`call_in_blocks` evaluates a population that many rows at a time and concatenates.
 Every output of the model functions is per particle, so a block computes the same rows as
-the whole call (``tests/samplers/test_scale.py`` checks the bits).
+the whole call: bit for bit for elementwise graphs; where a BLAS product is involved (a
+regression's ``X β``) its rounding can depend on the number of rows, in the last bits
+(``tests/samplers/test_scale.py`` checks both).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ __all__ = [
 DEFAULT_MEMORY_BUDGET = 2**30
 """Default ``memory_budget`` in bytes (1 GiB) of one batched model call."""
 
-BYTES_PER_ELEMENT = 96
-"""Bytes a particle needs per observed element in a batched call with gradients: twelve
-float64 arrays of the data's size alive at once. Measured on logistic regression with the
-Numba backend (``benchmarks/bench_bigdata.py --memory``: peak RSS grows by about 60 bytes
-per particle and row); rounded up so that the estimate errs on the safe side."""
+BYTES_PER_ELEMENT = 32
+"""Bytes a particle is assumed to need per observed element in a batched call with
+gradients: four float64 arrays of the data's size alive at once. Measured on a logistic
+regression (``benchmarks/bench_bigdata.py --memory``, docs/benchmarks.md): the peak RSS of
+one call grows by 8.0 bytes per particle and row with the Numba backend (PyTensor fuses the
+elementwise terms, so one ``(N, n)`` array is alive), and by less than that with JAX once
+``N × n`` passes 2.5·10⁶; four times the Numba figure leaves room for models whose graphs
+keep more data-sized temporaries."""
 
 
 def check_memory_budget(value) -> float:
