@@ -53,6 +53,7 @@ class BatchGate:
         self._active = set(keys)
         self._pending: dict = {}
         self._results: dict = {}
+        self._closed = False
         self._cond = threading.Condition()
 
     def evaluate(self, key, x: np.ndarray, gradient: bool) -> Evaluation:
@@ -60,8 +61,10 @@ class BatchGate:
         with self._cond:
             self._pending[key] = (x, bool(gradient))
             self._dispatch_if_complete()
-            while key not in self._results:
+            while key not in self._results and not self._closed:
                 self._cond.wait()
+            if key not in self._results:
+                raise RuntimeError("the batched run was stopped (KeyboardInterrupt)")
             out = self._results.pop(key)
         if isinstance(out, BaseException):
             raise out
@@ -73,10 +76,16 @@ class BatchGate:
             self._active.discard(key)
             self._dispatch_if_complete()
 
+    def close(self) -> None:
+        """Stop: every waiting chain (and any later request) raises, so the threads end."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
     def _dispatch_if_complete(self) -> None:
         # called with the lock held; every running chain is waiting, so evaluating under
         # the lock blocks nobody
-        if not self._pending or not self._active <= set(self._pending):
+        if self._closed or not self._pending or not self._active <= set(self._pending):
             return
         batch, self._pending = self._pending, {}
         for gradient in (False, True):
@@ -175,6 +184,12 @@ def run_chains_batched(
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(tasks))]
     for th in threads:
         th.start()
-    for th in threads:
-        th.join()
+    try:
+        for th in threads:
+            th.join()
+    except BaseException:  # Ctrl-C: stop the chains at their next model call
+        gate.close()
+        for th in threads:
+            th.join()
+        raise
     return results, gate

@@ -197,6 +197,31 @@ def test_a_failing_batched_chain_is_named_and_the_others_finish():
         run_chains(tasks, run, 1, None, ChainProgress(False, 3), batched=True)
 
 
+def test_a_closed_gate_releases_a_waiting_chain():
+    """Ctrl-C in the caller closes the gate: a chain waiting for the others raises instead of
+    waiting forever (its thread ends)."""
+    import threading
+
+    from pymc_crais.samplers.chain_batch import BatchGate
+
+    gate = BatchGate(_counting_density([]), [0, 1])
+    errors = []
+
+    def wait():
+        try:
+            gate.evaluate(0, np.zeros((3, D)), False)
+        except RuntimeError as err:
+            errors.append(str(err))
+
+    th = threading.Thread(target=wait)
+    th.start()
+    th.join(0.2)
+    assert th.is_alive()  # chain 1 has not asked yet
+    gate.close()
+    th.join(5.0)
+    assert not th.is_alive() and "stopped" in errors[0]
+
+
 # ----------------------------------------------------------------------------- executors
 def test_chains_on_a_thread_pool_equal_local_chains():
     model = _normal_means()
