@@ -12,9 +12,11 @@ Every measurement runs in a fresh interpreter (so that its peak resident memory,
   evaluated in blocks when the estimate of one call exceeds it): seconds per call (best of a
   few after a warm-up), the process's peak RSS, and the peak's growth during the calls over
   the resident memory before them (what the budget bounds).
-* **run**: a whole ``sample_ais`` run (``--particles`` draws, 20 HMC stages, 2 chains) for the
-  rows in ``--run-rows``: wall time, model evaluations, peak RSS. With JAX the two chains
-  run in one process and one batched call; with Numba, one after the other (``cores=1``).
+* **run**: ``pmc.sample_smc`` with its defaults (``--particles`` draws, 2 chains; the call a
+  ``pm.sample_smc`` user writes) for the rows in ``--run-rows``: wall time, the chains'
+  sampling time (without compilation), model evaluations, ``log Z ± MCSE``, whether
+  ``UnreliableEvidenceWarning`` was raised, peak RSS. With JAX the two chains run in one
+  process and one batched call; with Numba, one after the other (``cores=1``).
 * **pm.sample_smc**: PyMC's sampler with its defaults (``draws=--particles``, one chain),
   killed after ``--pymc-timeout`` seconds (reported as "did not finish").
 * ``--memory``: the calibration of ``pymc_crais.samplers.memory.BYTES_PER_ELEMENT``: the growth
@@ -84,7 +86,9 @@ def worker(spec: dict) -> dict:
         with model:
             idata = pm.sample_smc(draws=N, chains=1, cores=1, progressbar=False, random_seed=1)
         rec["wall_s"] = time.perf_counter() - t0
-        rec["log_z"] = float(np.asarray(idata.sample_stats["log_marginal_likelihood"]).ravel()[-1][-1])
+        import pymc_crais as pmc
+
+        rec["log_z"] = float(pmc.log_marginal_likelihood(idata)[0])
         rec["peak_rss_mb"] = _peak_rss() / 2**20
         return rec
     import pymc_crais as pmc
@@ -97,19 +101,27 @@ def worker(spec: dict) -> dict:
 
         rec["device"] = str(jax.devices()[0])
     if kind == "run":
+        import warnings
+
         t0 = time.perf_counter()
-        res = pmc.sample_ais(
-            model=model, draws=N, n_steps=20, chains=2, cores=1, random_seed=1,
-            progressbar=False, **_backend_kw(spec["backend"]),
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", pmc.UnreliableEvidenceWarning)
+            res = pmc.sample_smc(
+                model=model, draws=N, chains=2, cores=1, random_seed=1, progressbar=False,
+                **_backend_kw(spec["backend"]),
+            )
         rec["wall_s"] = time.perf_counter() - t0
+        rec["unreliable_warning"] = any(
+            issubclass(w.category, pmc.UnreliableEvidenceWarning) for w in caught
+        )
+        rec["sampling_s"] = float(res.sample_stats.attrs["sampling_time"])
         rec["n_logp_evals"] = int(res.sample_stats["n_logp_evals"].values.sum())
         rec["log_z"], rec["mcse"] = pmc.log_marginal_likelihood(res)
         rec["peak_rss_mb"] = _peak_rss() / 2**20
         return rec
     dens = compile_model_density(model, gradient=True, compile_kwargs=ckw)
     budget = check_memory_budget(spec.get("memory_budget"))
-    dens.block_rows = block_rows(model, dens.dim, budget)
+    dens.block_rows = block_rows(model, dens.dim, budget, jax=spec["backend"] == "jax")
     rec["block_rows"] = dens.block_rows
     rng = np.random.default_rng(2)
     dens.evaluate(rng.standard_normal((min(N, dens.block_rows or N), d)) * 0.1, gradient=True)
@@ -161,6 +173,7 @@ def main(argv=None) -> dict:
     p.add_argument("--pymc-rows", default="1e3,1e4")
     p.add_argument("--pymc-timeout", type=float, default=300.0)
     p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--kinds", default="call,run,pymc", help="which measurements to make")
     p.add_argument("--memory", action="store_true", help="calibrate BYTES_PER_ELEMENT only")
     p.add_argument("--json", default="benchmarks/out/bigdata.json")
     a = p.parse_args(argv)
@@ -181,20 +194,21 @@ def main(argv=None) -> dict:
             print(f"n={n:>7} N={N:>4}: call growth {grow / 2**20:8.1f} MiB = "
                   f"{grow / (n * N):6.1f} bytes per particle and row", flush=True)
     else:
+        kinds = set(a.kinds.split(","))
         for d in dims:
             for n in rows:
-                for b in backends:
+                for b in backends if "call" in kinds else ():
                     rec = run_one({"kind": "call", "rows": n, "dim": d, "particles": a.particles,
                                    "backend": b}, a.timeout)
                     records.append(rec)
                     print(json.dumps(rec), flush=True)
-                for b in backends:
+                for b in backends if "run" in kinds else ():
                     if n in {int(float(r)) for r in a.run_rows.split(",") if r}:
                         rec = run_one({"kind": "run", "rows": n, "dim": d,
                                        "particles": a.particles, "backend": b}, a.timeout)
                         records.append(rec)
                         print(json.dumps(rec), flush=True)
-                if n in {int(float(r)) for r in a.pymc_rows.split(",") if r}:
+                if "pymc" in kinds and n in {int(float(r)) for r in a.pymc_rows.split(",") if r}:
                     rec = run_one({"kind": "pymc", "rows": n, "dim": d, "particles": a.particles,
                                    "backend": "pm.sample_smc"}, a.pymc_timeout)
                     records.append(rec)
@@ -210,16 +224,19 @@ def main(argv=None) -> dict:
                   f"{err or _fmt(r, 'call_s', '.3f')} | {r.get('block_rows') or 'all'} | "
                   f"{_fmt(r, 'peak_rss_mb', '.0f')} | {_fmt(r, 'call_growth_mb', '.0f')} |")
         print()
-        print("| rows n | d | sampler | wall (s) | model evals | log Z ± MCSE | peak RSS (MiB) |")
-        print("|---|---|---|---|---|---|---|")
+        print("| rows n | d | run | wall (s) | chains' sampling (s) | model evals | log Z ± MCSE | peak RSS (MiB) |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in records:
             if r["kind"] == "call":
                 continue
-            name = "pm.sample_smc (1 chain)" if r["kind"] == "pymc" else f"sample_ais {r['backend']} (2 chains)"
+            name = ("pm.sample_smc (1 chain)" if r["kind"] == "pymc"
+                    else f"pmc.sample_smc {r['backend']} (2 chains)")
+            if r.get("unreliable_warning"):
+                name += ", warned"
             lz = (f"{r['log_z']:.2f} ± {r['mcse']:.2f}" if "mcse" in r
                   else _fmt(r, "log_z", ".2f"))
             print(f"| {r['rows']:,} | {r['dim']} | {name} | {r.get('error') or _fmt(r, 'wall_s', '.1f')} | "
-                  f"{r.get('n_logp_evals', '—')} | {lz if 'error' not in r else '—'} | "
+                  f"{_fmt(r, 'sampling_s', '.1f')} | {r.get('n_logp_evals', '—')} | {lz if 'error' not in r else '—'} | "
                   f"{_fmt(r, 'peak_rss_mb', '.0f')} |")
     out = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
            "load": os.getloadavg(), "records": records}

@@ -20,6 +20,7 @@ import numpy as np
 
 __all__ = [
     "BYTES_PER_ELEMENT",
+    "BYTES_PER_ELEMENT_JAX",
     "DEFAULT_MEMORY_BUDGET",
     "block_rows",
     "call_in_blocks",
@@ -32,12 +33,16 @@ DEFAULT_MEMORY_BUDGET = 2**30
 
 BYTES_PER_ELEMENT = 32
 """Bytes a particle is assumed to need per observed element in a batched call with
-gradients: four float64 arrays of the data's size alive at once. Measured on a logistic
-regression (``benchmarks/bench_bigdata.py --memory``, docs/benchmarks.md): the peak RSS of
-one call grows by 8.0 bytes per particle and row with the Numba backend (PyTensor fuses the
-elementwise terms, so one ``(N, n)`` array is alive), and by less than that with JAX once
-``N × n`` passes 2.5·10⁶; four times the Numba figure leaves room for models whose graphs
-keep more data-sized temporaries."""
+gradients (C and Numba backends): four float64 arrays of the data's size alive at once.
+Measured on a logistic regression (``benchmarks/bench_bigdata.py --memory``,
+docs/benchmarks.md): the peak RSS of one Numba call grows by 8.0 bytes per particle and row
+(PyTensor fuses the elementwise terms, so one ``(N, n)`` array is alive); four times that
+leaves room for models whose graphs keep more data-sized temporaries."""
+
+BYTES_PER_ELEMENT_JAX = 96
+"""The same for the JAX backend, whose call keeps more temporaries: one call of 33 or 66
+particles on 10⁵ rows grew the peak RSS by 43–44 bytes per particle and row (CPU JAX,
+docs/benchmarks.md); about twice that."""
 
 
 def check_memory_budget(value) -> float:
@@ -75,7 +80,7 @@ def observed_elements(model) -> int:
     return total
 
 
-def block_rows(model, dim: int, memory_budget: float) -> int | None:
+def block_rows(model, dim: int, memory_budget: float, jax: bool = False) -> int | None:
     """How many particles one batched call may take within ``memory_budget`` bytes.
 
     Parameters
@@ -85,6 +90,8 @@ def block_rows(model, dim: int, memory_budget: float) -> int | None:
         ``d``, the particles' dimension (the floor of the per-particle size).
     memory_budget : float
         Bytes (``inf``: no limit).
+    jax : bool, default False
+        The functions run on PyTensor's JAX backend (:data:`BYTES_PER_ELEMENT_JAX`).
 
     Returns
     -------
@@ -94,7 +101,8 @@ def block_rows(model, dim: int, memory_budget: float) -> int | None:
     """
     if not np.isfinite(memory_budget):
         return None
-    per_particle = BYTES_PER_ELEMENT * max(observed_elements(model), dim, 1)
+    per_element = BYTES_PER_ELEMENT_JAX if jax else BYTES_PER_ELEMENT
+    per_particle = per_element * max(observed_elements(model), dim, 1)
     return max(1, int(memory_budget // per_particle))
 
 
@@ -115,5 +123,9 @@ def call_in_blocks(fn, x: np.ndarray, rows: int | None) -> list:
     """
     if rows is None or x.shape[0] <= rows:
         return fn(x)
-    parts = [fn(np.ascontiguousarray(x[i : i + rows])) for i in range(0, x.shape[0], rows)]
-    return [np.concatenate([np.asarray(p[k]) for p in parts]) for k in range(len(parts[0]))]
+    parts = []
+    for i in range(0, x.shape[0], rows):
+        # to NumPy at once: JAX returns before it has computed, and blocks left in flight
+        # would all hold their temporaries together
+        parts.append([np.asarray(o) for o in fn(np.ascontiguousarray(x[i : i + rows]))])
+    return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]

@@ -129,7 +129,7 @@ def prepare(options: RunOptions) -> RunSetup:
     batched = uses_jax(ckw) and chains > 1 and executor is None
     needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
     model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
-    model_density.block_rows = block_rows(model, layout.dim, budget)
+    model_density.block_rows = block_rows(model, layout.dim, budget, jax=uses_jax(ckw))
     prior = prior_sampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
     initial = build_initial(init, o.init_kwargs, model, model_density, prior)
     attrs = {

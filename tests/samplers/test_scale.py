@@ -22,6 +22,7 @@ from pymc_crais.samplers.chain_batch import run_chains_batched
 from pymc_crais.samplers.compile import compile_model_density
 from pymc_crais.samplers.memory import (
     BYTES_PER_ELEMENT,
+    BYTES_PER_ELEMENT_JAX,
     block_rows,
     call_in_blocks,
     check_memory_budget,
@@ -64,6 +65,7 @@ def test_block_rows_follow_the_budget_and_the_data_size():
     assert block_rows(model, 2, 10.5 * per_particle) == 10
     assert block_rows(model, 2, 1.0) == 1  # never 0
     assert block_rows(model, 2, float("inf")) is None
+    assert block_rows(model, 2, 10 * BYTES_PER_ELEMENT_JAX * Y.size, jax=True) == 10
     assert check_memory_budget(None) == 2**30
 
 
@@ -261,7 +263,7 @@ def test_fit_many_on_a_process_pool_equals_local_runs_and_feeds_compare():
 
 def test_fit_many_on_a_local_dask_cluster_equals_local_runs():
     """The issue's done-when: a multi-model comparison on a Dask cluster (two worker
-    processes) with results identical to local runs."""
+    processes) with results identical to local runs; a sampler's chains on the cluster too."""
     distributed = pytest.importorskip("distributed")
     models = {"narrow": _normal_means(1.0), "wide": _normal_means(3.0)}
     kw = {"draws": 64, "n_steps": 8, "chains": 2}
@@ -273,6 +275,15 @@ def test_fit_many_on_a_local_dask_cluster_equals_local_runs():
         distributed.Client(cluster) as client,
     ):
         remote = pmc.fit_many(models, "ais", executor=client.get_executor(), random_seed=9, **kw)
+        chains = pmc.sample_smc(
+            model=models["wide"], draws=64, chains=2, random_seed=3, progressbar=False,
+            executor=client.get_executor(),
+        )
+    alone = pmc.sample_smc(model=models["wide"], draws=64, chains=2, random_seed=3, cores=1,
+                           progressbar=False)
+    np.testing.assert_array_equal(
+        chains.sample_stats.log_weights.values, alone.sample_stats.log_weights.values
+    )
     for name in models:
         np.testing.assert_array_equal(
             local[name].sample_stats.log_weights.values, remote[name].sample_stats.log_weights.values
