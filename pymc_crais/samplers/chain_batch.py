@@ -109,9 +109,8 @@ class BatchGate:
         self.batch_sizes.append(int(sum(sizes)))
         bounds = np.cumsum([0, *sizes])
         for key, lo, hi in zip(keys, bounds[:-1], bounds[1:], strict=True):
-            self._results[key] = Evaluation(
-                *(None if a is None else a[lo:hi] for a in dataclasses.astuple(ev))
-            )
+            parts = (ev.log_q0, ev.delta, ev.grad_log_q0, ev.grad_delta)
+            self._results[key] = Evaluation(*(None if a is None else a[lo:hi] for a in parts))
 
 
 @dataclasses.dataclass

@@ -40,9 +40,9 @@ docs/benchmarks.md): the peak RSS of one Numba call grows by 8.0 bytes per parti
 leaves room for models whose graphs keep more data-sized temporaries."""
 
 BYTES_PER_ELEMENT_JAX = 96
-"""The same for the JAX backend, whose call keeps more temporaries: one call of 33 or 66
-particles on 10⁵ rows grew the peak RSS by 43–44 bytes per particle and row (CPU JAX,
-docs/benchmarks.md); about twice that."""
+"""The same for the JAX backend, whose call keeps more temporaries: one call grew the peak
+RSS by 38–53 bytes per particle and row (CPU JAX, 33 to 500 particles on 2·10⁴ and 10⁵ rows,
+docs/benchmarks.md); about twice the largest."""
 
 
 def check_memory_budget(value) -> float:
