@@ -261,16 +261,21 @@ def test_fit_many_on_a_process_pool_equals_local_runs_and_feeds_compare():
     assert mcd["narrow"].posterior.sizes["chain"] == 1
 
 
-def test_fit_many_on_a_local_dask_cluster_equals_local_runs():
-    """The issue's done-when: a multi-model comparison on a Dask cluster (two worker
-    processes) with results identical to local runs; a sampler's chains on the cluster too."""
+@pytest.mark.parametrize(
+    "processes", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["threads", "processes"]
+)
+def test_fit_many_on_a_local_dask_cluster_equals_local_runs(processes):
+    """The issue's done-when: a multi-model comparison on a Dask cluster with results
+    identical to local runs; a sampler's chains on the cluster too. The tasks are cloudpickle
+    bytes either way; with worker processes (slow: ~20-50 s to start them and compile there)
+    they also cross a process boundary."""
     distributed = pytest.importorskip("distributed")
     models = {"narrow": _normal_means(1.0), "wide": _normal_means(3.0)}
     kw = {"draws": 64, "n_steps": 8, "chains": 2}
     local = pmc.fit_many(models, "ais", random_seed=9, **kw)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=None
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -344,6 +349,7 @@ def test_jax_runs_every_sampler_with_several_chains_in_one_process():
     )
 
 
+@pytest.mark.slow
 def test_jax_batched_chains_agree_with_numba_chains_on_a_regression():
     """Where BLAS products round differently in a bigger batch (a regression), a batched
     run is not the same bits as the chains alone: it is the same estimator, so its log Z
