@@ -8,10 +8,12 @@ knows no sampler: each sampler module passes its own chain function.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import functools
 import itertools
 import multiprocessing
 import numbers
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -26,6 +28,7 @@ __all__ = [
     "ChainFailedError",
     "chain_generators",
     "run_chains",
+    "one_blas_thread",
     "single_threaded_blas",
     "terminate_workers",
 ]
@@ -77,6 +80,35 @@ def chain_generators(
     return [np.random.default_rng(s) for s in seeds], np.random.default_rng([*seeds, 2**31])
 
 
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = [0, None]  # how many callers are inside, and the limiter they share
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """BLAS/OpenMP limited to one thread while any caller of this process is inside.
+
+    The limit is process-wide, so nested or concurrent callers (samplers running in threads
+    of an executor) share it: the first one in sets it and the last one out restores the
+    original limits. (Separate ``threadpool_limits`` contexts in two threads would restore
+    each other's limits while the other still runs.)
+    """
+    from threadpoolctl import threadpool_limits
+
+    with _BLAS_LOCK:
+        if _BLAS_USERS[0] == 0:
+            _BLAS_USERS[1] = threadpool_limits(limits=1)
+        _BLAS_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS[0] -= 1
+            if _BLAS_USERS[0] == 0:
+                _BLAS_USERS[1].restore_original_limits()
+                _BLAS_USERS[1] = None
+
+
 def single_threaded_blas(fn):
     """Run a sampler with BLAS/OpenMP limited to one thread in this process, as in the
     worker processes. The batched calls are many small matrix products, for which extra
@@ -86,9 +118,7 @@ def single_threaded_blas(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1), explain_model_errors(kwargs.get("model")):
+        with one_blas_thread(), explain_model_errors(kwargs.get("model")):
             return fn(*args, **kwargs)
 
     return wrapper
@@ -113,9 +143,7 @@ def _run_in_worker(payload: bytes | int) -> ChainResult:
 
         run, task = cloudpickle.loads(payload)
     try:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1):
+        with one_blas_thread():
             return run(task)
     except BaseException as err:  # carry the worker's traceback to the caller as text
         raise ChainFailedError(

@@ -225,6 +225,28 @@ def test_a_closed_gate_releases_a_waiting_chain():
 
 
 # ----------------------------------------------------------------------------- executors
+def test_one_blas_thread_is_shared_by_overlapping_callers():
+    """Two samplers in threads: A enters, B enters, A leaves (B still runs with one BLAS
+    thread), B leaves (the original limits are back). Separate threadpool_limits contexts
+    would have restored A's original limits under B, then left 1 thread set for good."""
+    from threadpoolctl import threadpool_info
+
+    from pymc_crais.samplers.runner import one_blas_thread
+
+    def threads():
+        return [i["num_threads"] for i in threadpool_info()]
+
+    before = threads()
+    a, b = one_blas_thread(), one_blas_thread()
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert all(n == 1 for n in threads())
+    b.__exit__(None, None, None)
+    assert threads() == before
+
+
+
 def test_chains_on_a_thread_pool_equal_local_chains():
     model = _normal_means()
     kw = {"model": model, "draws": 48, "n_steps": 6, "chains": 3, "progressbar": False}
