@@ -21,6 +21,9 @@ diagnose, UnreliableEvidenceWarning
     error bar cannot be trusted.
 compare, bayes_factor
     Rank models by evidence; log Bayes factors and model probabilities with MC errors.
+fit_many
+    One sampler on many models, each a task of an executor (local processes, a Dask
+    cluster); its results go to ``compare``.
 plot_schedule, plot_log_weights, plot_evidence
     Diagnostic plots (needs matplotlib).
 """
@@ -37,6 +40,7 @@ from .results import log_marginal_likelihood
 from .samplers.ais import sample_ais
 from .samplers.compile import PerParticleFallbackWarning
 from .samplers.crais import sample_crais
+from .samplers.many import fit_many
 from .samplers.mcd import sample_mcd
 from .samplers.rts import sample_rts
 from .samplers.runner import ChainFailedError
@@ -67,6 +71,7 @@ __all__ = [
     "compare",
     "datasets",
     "diagnose",
+    "fit_many",
     "log_marginal_likelihood",
     "models",
     "plot_evidence",

@@ -49,6 +49,8 @@ def sample_ais(
     scale_shift: float | str | None = None,
     backend: str | None = None,
     mp_ctx=None,
+    executor=None,
+    memory_budget: float | None = None,
     **crais_kwargs,
 ):
     """Estimate the evidence ``log Z`` of a PyMC model by annealed importance sampling.
@@ -119,11 +121,26 @@ def sample_ais(
         run with ``min(draws, 256)`` particles, reported as ``n_logp_evals_pilot``.
     backend : str, optional
         PyTensor backend (``"c"``, ``"numba"``, ``"jax"``), as in ``pm.sample_smc``. The
-        default is PyTensor's (Numba). JAX needs ``cores=1`` and static shapes (some
-        models fail to compile); see ``docs/benchmarks.md`` for the comparison.
+        default is PyTensor's (Numba). With ``"jax"`` all chains run in this process and
+        their particles are evaluated in one batched call per step (``cores`` is unused),
+        which is what an accelerator wants; JAX needs static shapes (some models fail to
+        compile); see ``docs/benchmarks.md``.
     mp_ctx : str or multiprocessing context, optional
         Start method of the worker processes (default: the platform's; with ``"fork"``
         the workers inherit the compiled model instead of unpickling and re-compiling it).
+    executor : concurrent.futures.Executor, optional
+        Runs the chains instead of a pool of ``cores`` local processes: any executor, e.g.
+        a Dask ``distributed`` client's ``client.get_executor()`` to run them on a cluster.
+        Each chain travels as cloudpickle bytes and its worker compiles the model again
+        (from its own cache); same seed, same bits as local chains. The pilot and tuning
+        runs stay in this process. The executor is not shut down.
+    memory_budget : float, optional
+        Bytes one batched model call may use (default 1 GiB): when ``N`` particles of a
+        model with ``n`` observed values would need more (an estimate of 32 bytes per particle
+        and value, 96 with JAX), the population is evaluated in blocks of particles. ``float("inf")``: one
+        call, whatever its size. The same seed and budget give the same bits; another budget
+        can round a BLAS product differently in the last bits, and so give another
+        (statistically equivalent) run.
     **crais_kwargs
         Only with ``schedule="constant_rate"``: arguments of :func:`sample_crais`.
 
@@ -165,6 +182,8 @@ def sample_ais(
             scale_shift=scale_shift,
             backend=backend,
             mp_ctx=mp_ctx,
+            executor=executor,
+            memory_budget=memory_budget,
             n_steps=n_steps,
             **crais_kwargs,
         )

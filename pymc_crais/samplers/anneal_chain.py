@@ -125,5 +125,13 @@ def run_anneal_chains(
     t0 = time.perf_counter()
     progress = ChainProgress(setup.options.progressbar, setup.chains, label)
     run = run_anneal_chain if run is None else run
-    outs = run_chains(tasks, run, setup.cores, setup.options.mp_ctx, progress)
+    outs = run_chains(
+        tasks,
+        run,
+        setup.cores,
+        setup.options.mp_ctx,
+        progress,
+        executor=setup.executor,
+        batched=setup.batched,
+    )
     return outs, time.perf_counter() - t0

@@ -20,6 +20,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.density import BatchedDensity, Evaluation
+from .memory import call_in_blocks
 from .reproducible import LazyFunction, ReproducibleFunction, compile_function, reproducible_compile
 from .rewrites import simplify_logp_graph, with_fast_softplus
 
@@ -166,6 +167,9 @@ class ModelDensity(BatchedDensity):
     ----------
     vectorized : bool
         ``False`` when the per-particle fallback loop is in use.
+    block_rows : int or None
+        Particles per call (``None``: the whole population in one call); set from the
+        ``memory_budget`` by :func:`pymc_crais.samplers.memory.block_rows`.
     """
 
     layout: ParameterLayout | None = None
@@ -173,10 +177,11 @@ class ModelDensity(BatchedDensity):
     _fn: object = field(default=None, repr=False)
     _fn_grad: object = field(default=None, repr=False)
     _grad_error: str | None = field(default=None, repr=False)
+    block_rows: int | None = None
 
     def _call(self, fn, x):
         if self.vectorized:
-            return fn(x)
+            return call_in_blocks(fn, x, self.block_rows)
         outs = [fn(row) for row in x]  # per-particle fallback (warned at compile time)
         return [np.stack([o[i] for o in outs]) for i in range(len(outs[0]))]
 

@@ -53,6 +53,8 @@ def sample_crais(
     scale_shift: float | str | None = None,
     backend: str | None = None,
     mp_ctx=None,
+    executor=None,
+    memory_budget: float | None = None,
 ):
     """Constant-Rate AIS (Goshtasbpour et al., ICML 2023): tune a schedule, then re-run.
 
@@ -102,7 +104,7 @@ def sample_crais(
 
     Other Parameters
     ----------------
-    kernel, chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, n_mcmc_steps, kernel_kwargs, scale_shift, backend, mp_ctx
+    kernel, chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, n_mcmc_steps, kernel_kwargs, scale_shift, backend, mp_ctx, executor, memory_budget
         As in :func:`sample_ais`.
 
     Returns

@@ -88,6 +88,7 @@ def sample_mcd(
     idata_kwargs: dict | None = None,
     backend: str | None = None,
     compile_kwargs: dict | None = None,
+    memory_budget: float | None = None,
 ):
     """Learned unadjusted annealing: Monte Carlo Diffusion (default), ULA or UHA AIS.
 
@@ -133,7 +134,7 @@ def sample_mcd(
         when the model's graph has no second derivative).
     progressbar : bool, default True
         Show the training progress of each chain.
-    return_inferencedata, idata_kwargs, backend, compile_kwargs
+    return_inferencedata, idata_kwargs, backend, compile_kwargs, memory_budget
         As :func:`pymc_crais.sample_ais`.
 
     Returns
@@ -185,6 +186,7 @@ def _sample_mcd(
     idata_kwargs,
     backend,
     compile_kwargs,
+    memory_budget,
 ):
     t_start = time.perf_counter()
     if method not in METHODS:
@@ -208,6 +210,7 @@ def _sample_mcd(
             random_seed=random_seed,
             backend=backend,
             compile_kwargs=compile_kwargs,
+            memory_budget=memory_budget,
             idata_kwargs=idata_kwargs,
             progressbar=progressbar,
             return_inferencedata=return_inferencedata,

@@ -55,6 +55,8 @@ class RunOptions:
     progressbar: bool = True
     return_inferencedata: bool = True
     mp_ctx: object = None
+    executor: object = None
+    memory_budget: float | None = None
 
     @classmethod
     def from_arguments(cls, arguments: Mapping, **overrides) -> RunOptions:

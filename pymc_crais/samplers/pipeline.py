@@ -20,11 +20,12 @@ from .compile import compile_model_density, parameter_layout, resolve_compile_kw
 from .init_option import build_initial
 from .mapping import posterior_mapper
 from .model_info import check_model_for_evidence, model_data_for_results
+from .memory import block_rows, check_memory_budget
 from .options import RunOptions, check_int
 from .prior import prior_sampler
 from .runner import chain_generators
 
-__all__ = ["RunSetup", "finish", "fresh_kernel", "prepare"]
+__all__ = ["RunSetup", "check_executor", "finish", "fresh_kernel", "prepare"]
 
 
 @dataclass
@@ -53,6 +54,10 @@ class RunSetup:
         Settings for the output (draws, kernel, ``init``...).
     n_evals_setup : int
         Model evaluations spent building ``q0`` (the Laplace fit).
+    executor : concurrent.futures.Executor or None
+        Where the chains run (``None``: this process or a pool of ``cores`` processes).
+    batched : bool
+        All chains in this process with one batched model call (the JAX backend).
     """
 
     options: RunOptions
@@ -69,6 +74,8 @@ class RunSetup:
     compile_kwargs: dict
     attrs: dict
     n_evals_setup: int = 0
+    executor: object = None
+    batched: bool = False
 
 
 def prepare(options: RunOptions) -> RunSetup:
@@ -115,14 +122,14 @@ def prepare(options: RunOptions) -> RunSetup:
     check_model_for_evidence(model, init)
     chain_rngs, aux_rng = chain_generators(o.random_seed, chains)  # seed errors first
     ckw = resolve_compile_kwargs(o.backend, o.compile_kwargs)
-    if cores > 1 and uses_jax(ckw):
-        raise ValueError(
-            f"cores={cores} with the JAX backend: JAX-compiled functions cannot run in worker "
-            "processes (a forked JAX runtime deadlocks and the compiled function does not "
-            "unpickle); use cores=1, or backend='numba' (the default) for parallel chains"
-        )
+    executor = check_executor(o.executor)
+    budget = check_memory_budget(o.memory_budget)
+    # JAX: every chain in this process, their particles in one batched call (a forked JAX
+    # runtime deadlocks, and one process should drive an accelerator with big batches)
+    batched = uses_jax(ckw) and chains > 1 and executor is None
     needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
     model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
+    model_density.block_rows = block_rows(model, layout.dim, budget, jax=uses_jax(ckw))
     prior = prior_sampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
     initial = build_initial(init, o.init_kwargs, model, model_density, prior)
     attrs = {
@@ -147,6 +154,19 @@ def prepare(options: RunOptions) -> RunSetup:
         compile_kwargs=ckw,
         attrs=attrs,
         n_evals_setup=initial.n_evals,
+        executor=executor,
+        batched=batched,
+    )
+
+
+def check_executor(executor):
+    """``executor`` if it is ``None`` or has ``submit`` (a ``concurrent.futures.Executor``,
+    a Dask client's ``get_executor()``), else a ``TypeError`` saying what to pass."""
+    if executor is None or callable(getattr(executor, "submit", None)):
+        return executor
+    raise TypeError(
+        f"executor must be a concurrent.futures.Executor (e.g. ProcessPoolExecutor(), or "
+        f"client.get_executor() of a dask.distributed Client), got {executor!r}"
     )
 
 

@@ -10,13 +10,25 @@ compilation until its first call.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 __all__ = ["LazyFunction", "ReproducibleFunction", "compile_function", "reproducible_compile"]
 
 
+# PyTensor's flags are process-wide: two threads compiling at once (chains or models on a
+# ThreadPoolExecutor or a threaded Dask worker) would restore each other's flag in the middle
+# of a compilation, so one of them could compile with fast-math. Numba compiles under a lock
+# of its own anyway, so holding one here costs nothing.
+_COMPILE_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
 def _without_fast_math():
     import pytensor
 
-    return pytensor.config.change_flags(numba__fastmath=False)
+    with _COMPILE_LOCK, pytensor.config.change_flags(numba__fastmath=False):
+        yield
 
 
 def _rebuild_reproducible(constructor, args):

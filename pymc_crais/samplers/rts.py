@@ -112,6 +112,8 @@ def sample_rts(
     scale_shift: float | str | None = None,
     backend: str | None = None,
     mp_ctx=None,
+    executor=None,
+    memory_budget: float | None = None,
 ):
     """Evidence by Rao-Blackwellized tempered sampling (Carlson et al., ICML 2016), with
     thermodynamic integration from the same draws.
@@ -143,7 +145,7 @@ def sample_rts(
     kernel : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
         ``θ | k`` kernel; HMC/MALA get per-level step sizes and masses, random-walk Metropolis
         per-level scales, IMH one proposal for all levels.
-    chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, kernel_kwargs, backend, mp_ctx
+    chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, kernel_kwargs, backend, mp_ctx, executor, memory_budget
         As in :func:`pymc_crais.sample_ais`. Chains are independent replicates.
     level_prior : array_like, optional
         Prior ``r_k`` over the levels (uniform by default).
@@ -282,7 +284,15 @@ def sample_rts(
     progress = ChainProgress(progressbar, setup.chains, "RTS")
     with warnings.catch_warnings():  # one warning for all chains, below
         warnings.simplefilter("ignore", RTSInitialLoopWarning)
-        outs = run_chains(tasks, run_rts_chain, setup.cores, mp_ctx, progress)
+        outs = run_chains(
+            tasks,
+            run_rts_chain,
+            setup.cores,
+            mp_ctx,
+            progress,
+            executor=setup.executor,
+            batched=setup.batched,
+        )
     not_converged = [o.chain for o in outs if not o.stats["init_converged"]]
     if not_converged:
         warnings.warn(

@@ -8,10 +8,12 @@ knows no sampler: each sampler module passes its own chain function.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import functools
 import itertools
 import multiprocessing
 import numbers
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -26,6 +28,7 @@ __all__ = [
     "ChainFailedError",
     "chain_generators",
     "run_chains",
+    "one_blas_thread",
     "single_threaded_blas",
     "terminate_workers",
 ]
@@ -77,6 +80,35 @@ def chain_generators(
     return [np.random.default_rng(s) for s in seeds], np.random.default_rng([*seeds, 2**31])
 
 
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = [0, None]  # how many callers are inside, and the limiter they share
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """BLAS/OpenMP limited to one thread while any caller of this process is inside.
+
+    The limit is process-wide, so nested or concurrent callers (samplers running in threads
+    of an executor) share it: the first one in sets it and the last one out restores the
+    original limits. (Separate ``threadpool_limits`` contexts in two threads would restore
+    each other's limits while the other still runs.)
+    """
+    from threadpoolctl import threadpool_limits
+
+    with _BLAS_LOCK:
+        if _BLAS_USERS[0] == 0:
+            _BLAS_USERS[1] = threadpool_limits(limits=1)
+        _BLAS_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS[0] -= 1
+            if _BLAS_USERS[0] == 0:
+                _BLAS_USERS[1].restore_original_limits()
+                _BLAS_USERS[1] = None
+
+
 def single_threaded_blas(fn):
     """Run a sampler with BLAS/OpenMP limited to one thread in this process, as in the
     worker processes. The batched calls are many small matrix products, for which extra
@@ -86,9 +118,7 @@ def single_threaded_blas(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1), explain_model_errors(kwargs.get("model")):
+        with one_blas_thread(), explain_model_errors(kwargs.get("model")):
             return fn(*args, **kwargs)
 
     return wrapper
@@ -113,9 +143,7 @@ def _run_in_worker(payload: bytes | int) -> ChainResult:
 
         run, task = cloudpickle.loads(payload)
     try:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1):
+        with one_blas_thread():
             return run(task)
     except BaseException as err:  # carry the worker's traceback to the caller as text
         raise ChainFailedError(
@@ -157,9 +185,19 @@ def run_chains(
     cores: int,
     mp_ctx,
     progress: ChainProgress,
+    *,
+    executor: cf.Executor | None = None,
+    batched: bool = False,
 ) -> list[ChainResult]:
     """Run ``run(task)`` for every task (each with a ``chain`` attribute), in this process
     when ``cores == 1``, else in a process pool; report to ``progress`` (entered here).
+
+    With ``batched``, every chain runs in a thread of this process and their model calls
+    are batched into one (:mod:`pymc_crais.samplers.chain_batch`; for an accelerator). With
+    an ``executor``, each chain is a task submitted to it as cloudpickle bytes (any
+    :class:`concurrent.futures.Executor`, e.g. a Dask client's ``get_executor()``); the
+    worker unpickles and, if needed, recompiles the model functions, and runs the same
+    per-chain code with the same generator, so the results are the same bits as here.
 
     Parameters
     ----------
@@ -172,6 +210,11 @@ def run_chains(
     mp_ctx : str, multiprocessing context or None
         Start method of the workers (``"fork"``: they inherit the tasks).
     progress : ChainProgress
+    executor : concurrent.futures.Executor, optional
+        Runs the chains instead of a process pool of ``cores`` workers (it is not shut
+        down here). Stage-by-stage progress is not shown, only finished chains.
+    batched : bool, default False
+        All chains in this process, one batched model call for all (``cores`` unused).
 
     Returns
     -------
@@ -184,6 +227,10 @@ def run_chains(
         When a chain raises (with several chains); every worker is stopped first.
     """
     with progress:
+        if batched and len(tasks) > 1:
+            return _run_batched(tasks, run, progress)
+        if executor is not None:
+            return _run_on_executor(tasks, run, executor, progress)
         if cores <= 1 or len(tasks) == 1:
             out = []
             for task in tasks:
@@ -234,3 +281,33 @@ def run_chains(
                     _FORK_TASKS.pop(k, None)
         executor.shutdown(wait=True)
         return [results[t.chain] for t in tasks]
+
+
+def _run_batched(tasks: list, run, progress: ChainProgress) -> list[ChainResult]:
+    from .chain_batch import run_chains_batched
+
+    results, _ = run_chains_batched(tasks, run, lambda res: _chain_done(progress, res))
+    for task, res in zip(tasks, results, strict=True):
+        if isinstance(res, BaseException):
+            if not isinstance(res, Exception):  # KeyboardInterrupt, SystemExit
+                raise res
+            raise ChainFailedError(f"chain {task.chain} failed: {type(res).__name__}: {res}") from res
+    return results
+
+
+def _run_on_executor(tasks: list, run, executor: cf.Executor, progress) -> list[ChainResult]:
+    """Each chain as ``_run_in_worker(cloudpickle bytes)`` on a user's executor."""
+    import cloudpickle
+
+    futures = {executor.submit(_run_in_worker, cloudpickle.dumps((run, t))): t for t in tasks}
+    results: dict[int, ChainResult] = {}
+    try:
+        for fut in cf.as_completed(futures):
+            res = fut.result()
+            results[res.chain] = res
+            _chain_done(progress, res)
+    except BaseException:
+        for fut in futures:
+            fut.cancel()
+        raise
+    return [results[t.chain] for t in tasks]

@@ -77,7 +77,7 @@ def sample_smc(
         ``correlation_threshold`` = 0.01, at most ``max_mcmc_steps`` = 20); ``init``,
         ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
-        ``mp_ctx``, ``scale_shift``.
+        ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``.
 
     Returns
     -------
@@ -113,6 +113,8 @@ def sample_smc(
     backend = kw.pop("backend", None)
     compile_kwargs = kw.pop("compile_kwargs", None)
     mp_ctx = kw.pop("mp_ctx", None)
+    executor = kw.pop("executor", None)
+    memory_budget = kw.pop("memory_budget", None)
     scale_shift = kw.pop("scale_shift", None)
     if kw:
         raise TypeError(f"sample_smc got unexpected keyword arguments {sorted(kw)}")
