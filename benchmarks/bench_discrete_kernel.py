@@ -36,7 +36,9 @@ def binomial_unknown_n(seed: int = 7, n_max: int = 60):
         pm.Binomial("k", n=n, p=p, observed=k)
     terms = []
     for big_n in range(lo, n_max + 1):
-        log_choose = special.gammaln(big_n + 1) - special.gammaln(k + 1) - special.gammaln(big_n - k + 1)
+        log_choose = (
+            special.gammaln(big_n + 1) - special.gammaln(k + 1) - special.gammaln(big_n - k + 1)
+        )
         terms.append(log_choose.sum() + special.betaln(1 + k.sum(), 1 + (big_n - k).sum()))
     log_z = special.logsumexp(terms) - np.log(n_max - lo + 1)
     return model, float(log_z)
@@ -70,14 +72,24 @@ def main(argv=None) -> None:
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    idata = fn(model=model, draws=args.draws, chains=args.chains, cores=1,
-                               random_seed=args.seed, kernel=kernel, progressbar=False)
+                    idata = fn(
+                        model=model,
+                        draws=args.draws,
+                        chains=args.chains,
+                        cores=1,
+                        random_seed=args.seed,
+                        kernel=kernel,
+                        progressbar=False,
+                    )
                 wall = time.perf_counter() - t0
                 log_z, mcse = pmc.log_marginal_likelihood(idata)
                 evals = int(np.asarray(idata["sample_stats"]["n_logp_evals"]).sum())
                 err = log_z - exact
-                print(f"| {name} | {sampler} | {kernel} | {err:+.3f} | {mcse:.3f} | "
-                      f"{err / mcse:+.2f} | {evals} | {wall:.0f} |", flush=True)
+                print(
+                    f"| {name} | {sampler} | {kernel} | {err:+.3f} | {mcse:.3f} | "
+                    f"{err / mcse:+.2f} | {evals} | {wall:.0f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,11 @@ def check_model(model) -> dict:
             warnings.simplefilter("always")
             build()
         fallbacks = [w for w in caught if issubclass(w.category, PerParticleFallbackWarning)]
-        out[part] = "ok" if not fallbacks else f"fallback: {str(fallbacks[0].message)[:160]}"
+        if fallbacks:  # one line, no table separators
+            reason = " ".join(str(fallbacks[0].message).split()).replace("|", "/")
+            out[part] = f"fallback: {reason[:160]}"
+        else:
+            out[part] = "ok"
     return out
 
 

@@ -63,13 +63,10 @@ def resolve_kernel(
         return kernel, {}
     if layout.has_discrete:
         name = DISCRETE_DEFAULT_PER_LEVEL if per_level else DISCRETE_DEFAULT
-        reason = (
-            f"discrete free variables {layout.discrete_names} have no gradient: "
-            + (
-                f"{name!r} (gradient-free, its scale adapted per level)"
-                if per_level
-                else f"{name!r} (gradient-free, as pm.sample_smc's default)"
-            )
+        reason = f"discrete free variables {layout.discrete_names} have no gradient: " + (
+            f"{name!r} (gradient-free, its scale adapted per level)"
+            if per_level
+            else f"{name!r} (gradient-free, as pm.sample_smc's default)"
         )
     else:
         name = CONTINUOUS_DEFAULT
