@@ -56,7 +56,8 @@ def vectorize_random_graph(outputs: Sequence[Variable], batch_shape: Sequence) -
     ------
     NotImplementedError
         For a random node that cannot be batched (a size depending on other random
-        variables, a symbolic random variable without a size or with several generators).
+        variables, a symbolic random variable with several generators); the caller falls
+        back to drawing one particle at a time.
     """
     outputs = list(outputs)
     batch = pt.as_tensor_variable([pt.as_tensor_variable(b).astype("int64") for b in batch_shape])
@@ -103,7 +104,7 @@ def batched_random_node(node: Apply, new_inputs: list[Variable], batch) -> Apply
     ------
     NotImplementedError
         When the ``size`` or the generator itself is batched, or a symbolic random
-        variable has no size or more than one generator.
+        variable has more than one generator.
     """
     op = node.op
     new_of = dict(zip(node.inputs, new_inputs, strict=True))
