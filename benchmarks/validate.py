@@ -96,7 +96,6 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
     import warnings
 
     import pymc as pm
-    import xarray as xr
 
     import pymc_crais as pmc
     from pymc_crais.validation import get_case
@@ -122,8 +121,9 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
                     row = row[np.isfinite(row)]
                     per_chain.append(float(row[-1]) if row.size else np.nan)
                 per_chain = np.array(per_chain)
-                ss = {"sample_stats": xr.Dataset({"log_marginal_likelihood": ("chain", per_chain)})}
-                log_z, mcse = pmc.log_marginal_likelihood(ss)
+                # pm.sample_smc's own result: a 1-D (chain,) Dataset without MCSEs would read
+                # as one pm.sample_smc chain's per-stage values
+                log_z, mcse = pmc.log_marginal_likelihood(idata)
                 evals = int(sum(kern.counts))
             else:
                 fn = {"smc": pmc.sample_smc, "crais": pmc.sample_crais, "ais": pmc.sample_ais,

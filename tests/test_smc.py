@@ -104,7 +104,20 @@ def test_drop_in_gradient_kernel_refuses_discrete_model():
         pm.Poisson("k", 3.0)
         pm.Normal("y", 0.0, 1.0, observed=[0.0])
         with pytest.raises(ValueError, match="mutation='rwmh'"):
-            pm.sample_smc(draws=50, kernel=pmc.BatchedSMC, chains=1, progressbar=False)
+            pm.sample_smc(
+                draws=50, kernel=pmc.BatchedSMC, mutation="hmc", chains=1, progressbar=False
+            )
+
+
+def test_drop_in_default_mutation_runs_on_a_discrete_model():
+    """mutation='auto' (the default) picks a gradient-free kernel when a variable is discrete."""
+    with pm.Model():
+        pm.Poisson("k", 3.0)
+        pm.Normal("y", 0.0, 1.0, observed=[0.0])
+        idata = pm.sample_smc(
+            draws=50, kernel=pmc.BatchedSMC, chains=1, progressbar=False, random_seed=1
+        )
+    assert idata["posterior"]["k"].values.dtype.kind == "i"
 
 
 def test_crais_kernel_for_pm_sample_smc_agrees_with_sample_crais():

@@ -27,7 +27,7 @@ def sample_ais(
     schedule="linear",
     n_steps: int = 200,
     alpha: float = 0.0,
-    kernel="hmc",
+    kernel="auto",
     chains: int | None = None,
     cores: int | None = None,
     random_seed=None,
@@ -74,8 +74,10 @@ def sample_ais(
         Steps of a fixed named schedule.
     alpha : float, default 0.0
         Power-mean exponent of the path: 0 geometric, 1 arithmetic; any finite value.
-    kernel : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
-        Mutation kernel. ``"hmc"`` and ``"mala"`` need gradients and continuous variables;
+    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "auto"
+        Mutation kernel. ``"auto"``: ``"hmc"`` on continuous models, ``"imh"`` on models with
+        discrete variables (recorded in the attributes ``kernel``, ``kernel_requested`` and
+        ``kernel_reason``). ``"hmc"`` and ``"mala"`` need gradients and continuous variables;
         ``"rwmh"`` (alias ``"mh"``: random-walk Metropolis with particle-covariance
         proposals) and ``"imh"`` (independence Metropolis with a Gaussian fitted to the
         particles) work for all.

@@ -28,7 +28,7 @@ def sample_crais(
     alpha: float = 0.0,
     delta="auto",
     n_steps: int | None = 200,
-    kernel="hmc",
+    kernel="auto",
     chains: int | None = None,
     cores: int | None = None,
     random_seed=None,

@@ -37,13 +37,15 @@ class RunOptions:
 
     ``n_mcmc_steps`` is the number of kernel transitions per stage or sweep (an integer
     ``>= 0``); a sampler with its own rule (``"auto"``) passes 0 here and handles it.
+    ``per_level_kernel``: the kernel moves particles at every level of a ladder at once (RTS),
+    which ``kernel="auto"`` takes into account on discrete models.
     """
 
     model: object = None
     draws: int = 1000
     chains: int | None = None
     cores: int | None = None
-    kernel: object = "hmc"
+    kernel: object = "auto"
     kernel_kwargs: dict | None = None
     init: object = "prior"
     init_kwargs: dict | None = None
@@ -57,6 +59,7 @@ class RunOptions:
     mp_ctx: object = None
     executor: object = None
     memory_budget: float | None = None
+    per_level_kernel: bool = False
 
     @classmethod
     def from_arguments(cls, arguments: Mapping, **overrides) -> RunOptions:

@@ -10,7 +10,7 @@ returns a :class:`~pymc_crais.chain_result.SamplerResult`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..chain_result import ChainResult, SamplerResult, per_chain_arrays
 from ..core.kernels import MutationKernel, make_kernel
 from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs, uses_jax
 from .init_option import build_initial
+from .kernel_choice import resolve_kernel
 from .mapping import posterior_mapper
 from .model_info import check_model_for_evidence, model_data_for_results
 from .memory import block_rows, check_memory_budget
@@ -99,7 +100,10 @@ def prepare(options: RunOptions) -> RunSetup:
     chains = check_int(chains, "chains", 1, "use chains=1 for a single run")
     cores = min(cores, chains)
     check_int(o.n_mcmc_steps, "n_mcmc_steps", 0, "e.g. n_mcmc_steps=1")
-    mutation = make_kernel(o.kernel, **dict(o.kernel_kwargs or {}))
+    layout = parameter_layout(model)
+    kernel, kernel_attrs = resolve_kernel(o.kernel, o.kernel_kwargs, layout, o.per_level_kernel)
+    o = replace(o, kernel=kernel)  # "auto" resolved: fresh_kernel builds the same kernel
+    mutation = make_kernel(kernel, **dict(o.kernel_kwargs or {}))
     if o.idata_kwargs is not None:
         unknown = set(o.idata_kwargs) - {"coords", "dims", "log_likelihood"}
         if unknown:
@@ -107,7 +111,6 @@ def prepare(options: RunOptions) -> RunSetup:
                 f"idata_kwargs keys {sorted(unknown)} are not supported; use 'coords', 'dims' "
                 "or 'log_likelihood'"
             )
-    layout = parameter_layout(model)
     if layout.dim == 0:
         raise ValueError(
             "the model has no free random variables, so there is nothing to anneal; its "
@@ -138,6 +141,7 @@ def prepare(options: RunOptions) -> RunSetup:
         "vectorized": model_density.vectorized,
         **initial.attrs,
         **{f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()},
+        **kernel_attrs,
     }
     return RunSetup(
         options=o,

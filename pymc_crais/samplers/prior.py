@@ -1,9 +1,9 @@
 """Initial particles: exact draws from the prior in unconstrained space, vectorized.
 
-Every free random variable without free-variable ancestors is resized to a batch of
-``n`` (``change_dist_size``); :func:`pytensor.graph.replace.vectorize_graph` then batches
-every dependent variable and the forward transforms. One compiled call draws the whole
-population. Custom ``initval``s are ignored on purpose: ``q0`` must be the prior for the
+:func:`~pymc_crais.samplers.vectorize.vectorize_random_graph` draws every random variable
+of the model's forward graph ``n`` times (hierarchical shapes included: a ``shape=d``
+vector whose scale is another variable) and batches the forward transforms. One compiled
+call draws the whole population. Custom ``initval``s are ignored on purpose: ``q0`` must be the prior for the
 evidence to be right (PyMC's own SMC puts every particle on the initval instead).
 """
 
@@ -13,8 +13,6 @@ import warnings
 
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.graph.replace import vectorize_graph
-from pytensor.graph.traversal import ancestors
 from pytensor.tensor.random.type import RandomGeneratorType
 
 from .compile import (
@@ -25,6 +23,7 @@ from .compile import (
     resolve_compile_kwargs,
     uses_jax,
 )
+from .vectorize import vectorize_random_graph
 
 __all__ = ["PriorSampler", "prior_sampler"]
 
@@ -72,16 +71,9 @@ class PriorSampler:
             tr = model.rvs_to_transforms.get(rv)
             val = tr.forward(rv, *rv.owner.inputs) if tr is not None else rv
             outs.append(pt.as_tensor_variable(val).astype("float64"))
-        free_set = set(free)
-        roots = [rv for rv in free if not (set(ancestors(rv.owner.inputs)) & free_set)]
         self.vectorized = True
         try:
-            from pymc.distributions.shape_utils import change_dist_size
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                replace = {rv: change_dist_size(rv, new_size=(n,), expand=True) for rv in roots}
-                batched = vectorize_graph(outs, replace=replace)
+            batched = vectorize_random_graph(outs, batch_shape=(n,))
             x = pt.concatenate([b.reshape((n, -1)) for b in batched], axis=1)
             self._fn = reproducible_compile([n], x, **resolve_compile_kwargs(None, compile_kwargs))
             self._fn(2)

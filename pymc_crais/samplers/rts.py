@@ -86,7 +86,7 @@ def sample_rts(
     n_sweeps: int = 500,
     ladder="constant_rate",
     alpha: float = 0.0,
-    kernel="hmc",
+    kernel="auto",
     chains: int | None = None,
     cores: int | None = None,
     random_seed=None,
@@ -142,8 +142,9 @@ def sample_rts(
         interpolated to ``K`` levels.
     alpha : float, default 0.0
         Power-mean exponent of the path (0: geometric).
-    kernel : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
-        ``θ | k`` kernel; HMC/MALA get per-level step sizes and masses, random-walk Metropolis
+    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "auto"
+        ``θ | k`` kernel (``"auto"``: ``"hmc"``, or ``"rwmh"`` on models with discrete
+        variables); HMC/MALA get per-level step sizes and masses, random-walk Metropolis
         per-level scales, IMH one proposal for all levels.
     chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, kernel_kwargs, backend, mp_ctx, executor, memory_budget
         As in :func:`pymc_crais.sample_ais`. Chains are independent replicates.
@@ -226,7 +227,7 @@ def sample_rts(
         lp = np.asarray(level_prior, dtype=np.float64)
         if lp.shape != (K,) or not np.all(np.isfinite(lp)) or np.any(lp <= 0):
             raise ValueError(f"level_prior must hold {K} positive numbers (one per temperature)")
-    options = RunOptions.from_arguments(locals())
+    options = RunOptions.from_arguments(locals(), per_level_kernel=True)
     setup = prepare(options)
     attrs = {
         "method": "rts",

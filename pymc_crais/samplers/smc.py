@@ -30,7 +30,7 @@ SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
 @single_threaded_blas
 def sample_smc(
     draws: int = 2000,
-    kernel="hmc",
+    kernel="auto",
     *,
     start=None,
     model=None,
@@ -52,9 +52,10 @@ def sample_smc(
     ----------
     draws : int, default 2000
         Particles per chain.
-    kernel : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
-        Mutation kernel (``"imh"`` is PyMC's default independence sampler; ``"mh"`` is
-        ``"rwmh"``).
+    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "auto"
+        Mutation kernel (``"auto"``: ``"hmc"``, or ``"imh"`` on models with discrete
+        variables, as in :func:`sample_ais`; ``"imh"`` is PyMC's default independence
+        sampler; ``"mh"`` is ``"rwmh"``).
     start : None
         Not supported (initial particles must be exact draws of ``q0`` for ``log Z``);
         use ``init=``.

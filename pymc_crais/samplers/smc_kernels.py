@@ -9,8 +9,8 @@ multiprocessing, but
   ``initval``s, which would otherwise place every particle on the same point and make
   ``log Z`` wrong),
 * evaluate prior and likelihood (and gradients) of the whole population in one call,
-* mutate with a batched pymc_crais kernel (``"hmc"`` default, ``"mala"``, ``"rwmh"``/``"mh"``,
-  ``"imh"``), moving until the correlation with the stage's start stops falling.
+* mutate with a batched pymc_crais kernel (``"auto"`` default: ``"hmc"``, or ``"imh"`` on
+  discrete models; ``"mala"``, ``"rwmh"``/``"mh"``, ``"imh"``), moving until the correlation with the stage's start stops falling.
 
 :class:`BatchedSMC` keeps PyMC's ESS-based tempering (``threshold``); :class:`CRSMC` picks
 each next β with the constant-rate rule (CR-SMC); :class:`CRAIS` tunes a constant-rate
@@ -37,6 +37,7 @@ from ..core.weights import (
 )
 from .compile import compile_model_density, parameter_layout
 from .options import check_int, check_rate, is_auto
+from .kernel_choice import resolve_kernel
 from .prior import prior_sampler
 from .tuning import PILOT_DRAWS, RateProbe, constant_rate_run, pilot_run, rate_for_steps
 
@@ -48,8 +49,9 @@ class BatchedSMC(SMC_KERNEL):
 
     Parameters
     ----------
-    mutation : {"hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "hmc"
-        Batched kernel moving the particles.
+    mutation : {"auto", "hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "auto"
+        Batched kernel moving the particles (``"auto"``: ``"hmc"``, or ``"imh"`` when the
+        model has discrete variables).
     mutation_kwargs : dict, optional
         Options of that kernel (e.g. ``n_leapfrog``).
     correlation_threshold : float, default 0.01
@@ -72,7 +74,7 @@ class BatchedSMC(SMC_KERNEL):
     def __init__(
         self,
         *args,
-        mutation="hmc",
+        mutation="auto",
         mutation_kwargs=None,
         correlation_threshold=0.01,
         max_mcmc_steps=20,
@@ -82,9 +84,10 @@ class BatchedSMC(SMC_KERNEL):
         import pymc as pm
 
         model = pm.modelcontext(kwargs.get("model"))
+        layout = parameter_layout(model)
+        mutation, _ = resolve_kernel(mutation, mutation_kwargs, layout)
         self._mutation = (mutation, dict(mutation_kwargs or {}))
         self._kernel = make_kernel(mutation, **dict(mutation_kwargs or {}))
-        layout = parameter_layout(model)
         if self._kernel.needs_gradient and layout.has_discrete:
             raise ValueError(
                 f"mutation={self._kernel.name!r} needs gradients but the model has discrete "

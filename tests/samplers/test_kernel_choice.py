@@ -1,0 +1,86 @@
+"""kernel="auto": HMC on continuous models, a gradient-free kernel on discrete ones, recorded."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.samplers.compile import parameter_layout
+from pymc_crais.samplers.kernel_choice import (
+    CONTINUOUS_DEFAULT,
+    DISCRETE_DEFAULT,
+    DISCRETE_DEFAULT_PER_LEVEL,
+    resolve_kernel,
+)
+
+
+@pytest.fixture(scope="module")
+def continuous_layout():
+    with pm.Model() as m:
+        pm.Normal("x", 0.0, 1.0, shape=2)
+    return parameter_layout(m)
+
+
+@pytest.fixture(scope="module")
+def discrete_layout():
+    with pm.Model() as m:
+        pm.Poisson("k", 3.0)
+        pm.Normal("x", 0.0, 1.0)
+    return parameter_layout(m)
+
+
+def test_auto_is_hmc_on_continuous_models(continuous_layout):
+    for per_level in (False, True):
+        name, attrs = resolve_kernel("auto", None, continuous_layout, per_level)
+        assert name == CONTINUOUS_DEFAULT == "hmc"
+        assert attrs["kernel_requested"] == "auto"
+        assert "continuous" in attrs["kernel_reason"]
+
+
+def test_auto_is_gradient_free_on_discrete_models(discrete_layout):
+    name, attrs = resolve_kernel("auto", None, discrete_layout)
+    assert name == DISCRETE_DEFAULT == "imh"
+    assert "['k']" in attrs["kernel_reason"]
+    name, attrs = resolve_kernel("AUTO", None, discrete_layout, per_level=True)
+    assert name == DISCRETE_DEFAULT_PER_LEVEL == "rwmh"
+    assert "per level" in attrs["kernel_reason"]
+
+
+def test_named_kernels_pass_through(discrete_layout):
+    assert resolve_kernel("rwmh", {"target_accept": 0.3}, discrete_layout) == ("rwmh", {})
+    assert resolve_kernel("hmc", None, discrete_layout) == ("hmc", {})
+
+
+def test_auto_with_options_of_another_kernel_names_the_choice(discrete_layout):
+    with pytest.raises(TypeError, match="kernel='auto' chose 'imh'.*kernel_kwargs"):
+        resolve_kernel("auto", {"n_leapfrog": 5}, discrete_layout)
+    # options of the chosen kernel are fine
+    assert resolve_kernel("auto", {"scale": 1.5}, discrete_layout)[0] == "imh"
+
+
+def test_explicit_hmc_on_a_discrete_model_is_still_refused():
+    with pm.Model() as m:
+        pm.Poisson("k", 3.0)
+        pm.Normal("y", 0.0, 1.0, observed=[0.5])
+    with pytest.raises(ValueError, match="kernel='hmc' needs gradients.*discrete"):
+        pmc.sample_smc(model=m, draws=50, chains=1, kernel="hmc", progressbar=False)
+
+
+def test_default_smc_on_the_switchpoint_model_is_right_and_records_the_kernel():
+    """pmc.sample_smc() with no options on the suite's discrete switchpoint model (exact log Z by
+    summing over the switchpoint) runs, says which kernel it chose, and lands within 4 MCSE."""
+    from pymc_crais.validation import get_case
+
+    case = get_case("coal_switchpoint").build()
+    idata = pmc.sample_smc(
+        model=case.model, draws=400, chains=2, cores=1, random_seed=3, progressbar=False
+    )
+    attrs = idata["sample_stats"].attrs
+    assert attrs["kernel"] == "imh"
+    assert attrs["kernel_requested"] == "auto"
+    assert "switchpoint" in attrs["kernel_reason"]
+    log_z, mcse = pmc.log_marginal_likelihood(idata)
+    assert np.isfinite(mcse) and 0 < mcse < 0.5
+    assert abs(log_z - case.log_z) < 4 * mcse, (log_z, case.log_z, mcse)
+    years = idata["posterior"]["switchpoint"].values
+    assert years.dtype.kind == "i" and 1880 <= np.median(years) <= 1895
