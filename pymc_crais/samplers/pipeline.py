@@ -19,7 +19,7 @@ from ..core.kernels import MutationKernel, make_kernel
 from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs, uses_jax
 from .init_option import build_initial
 from .mapping import posterior_mapper
-from .model_info import check_model_for_evidence, model_data_for_results
+from .model_info import check_model_for_evidence, improper_prior_names, model_data_for_results
 from .options import RunOptions, check_int
 from .prior import prior_sampler
 from .runner import chain_generators
@@ -121,10 +121,18 @@ def prepare(options: RunOptions) -> RunSetup:
             "processes (a forked JAX runtime deadlocks and the compiled function does not "
             "unpickle); use cores=1, or backend='numba' (the default) for parallel chains"
         )
-    needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
-    model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
-    prior = prior_sampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
-    initial = build_initial(init, o.init_kwargs, model, model_density, prior)
+    fits = isinstance(init, str) and init in ("laplace", "auto") and not layout.has_discrete
+    model_density = compile_model_density(
+        model, gradient=mutation.needs_gradient or fits, compile_kwargs=ckw
+    )
+    draws_prior = isinstance(init, str) and (
+        init == "prior" or (init == "auto" and not improper_prior_names(model))
+    )
+    prior = prior_sampler(model, layout, ckw) if draws_prior else None
+    # the automatic start draws from its own child of the run-level generator, so the
+    # pilots and tuning runs that follow see the same stream whatever it spent
+    init_rng = aux_rng.spawn(1)[0] if isinstance(init, str) and init == "auto" else None
+    initial = build_initial(init, o.init_kwargs, model, model_density, prior, init_rng)
     attrs = {
         "draws": draws,
         "n_mcmc_steps": int(o.n_mcmc_steps),
