@@ -45,7 +45,7 @@ class RunOptions:
     cores: int | None = None
     kernel: object = "hmc"
     kernel_kwargs: dict | None = None
-    init: object = "prior"
+    init: object = "auto"
     init_kwargs: dict | None = None
     random_seed: object = None
     backend: str | None = None

@@ -19,7 +19,7 @@ from ..core.kernels import MutationKernel, make_kernel
 from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs, uses_jax
 from .init_option import build_initial
 from .mapping import posterior_mapper
-from .model_info import check_model_for_evidence, improper_prior_names, model_data_for_results
+from .model_info import check_model_for_evidence, model_data_for_results
 from .options import RunOptions, check_int
 from .prior import prior_sampler
 from .runner import chain_generators
@@ -125,9 +125,7 @@ def prepare(options: RunOptions) -> RunSetup:
     model_density = compile_model_density(
         model, gradient=mutation.needs_gradient or fits, compile_kwargs=ckw
     )
-    draws_prior = isinstance(init, str) and (
-        init == "prior" or (init == "auto" and not improper_prior_names(model))
-    )
+    draws_prior = isinstance(init, str) and init in ("prior", "auto")  # proper: checked above
     prior = prior_sampler(model, layout, ckw) if draws_prior else None
     # the automatic start draws from its own child of the run-level generator, so the
     # pilots and tuning runs that follow see the same stream whatever it spent
