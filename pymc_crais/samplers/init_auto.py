@@ -90,6 +90,8 @@ def _fit_problems(fit) -> list[str]:
         out.append("the mode is not finite")
     elif np.max(np.abs(fit.mode)) > MAX_ABS_COORDINATE:
         out.append(f"a mode coordinate ran off to {np.max(np.abs(fit.mode)):.3g}")
+    if not np.all(np.isfinite(fit.cov)):
+        out.append("the Hessian at the mode is flat (an infinite variance)")
     if fit.n_nonconcave > 0:
         out.append(
             f"the Hessian has {fit.n_nonconcave} non-concave direction(s) (no interior mode: "
@@ -107,9 +109,8 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
         ``(log prior, ℓ)`` with gradients; its ``n_evals`` counts what the choice spends.
     x0 : numpy.ndarray, shape (d,)
         Starting point of the Laplace fit (the model's initial point).
-    prior : PriorSampler or None
-        Draws of the prior (starts of the mode search, a pilot, the fallback); ``None`` for
-        an improper prior (then the widened Student-t is the fallback).
+    prior : PriorSampler
+        Draws of the (proper) prior: starts of the mode search, a pilot, the fallback.
     rng : numpy.random.Generator
 
     Returns
@@ -136,36 +137,32 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     if not model_density.has_gradient:
         return done("prior", "the model's gradient could not be compiled (no Laplace fit)")
     try:
-        fit = laplace_fit(model_density, x0)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            fit = laplace_fit(model_density, x0)
     except FloatingPointError:
         return done("prior", "the Hessian at the mode is not finite")
     attrs.update(laplace_converged=fit.converged, laplace_n_nonconcave=fit.n_nonconcave,
                  laplace_log_evidence=fit.log_evidence())  # fmt: skip
+    problems = _fit_problems(fit)
+    if problems:
+        return done("prior", "; ".join(problems))
     t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)
     wide = StudentTInitial(fit.mode, fit.cov * (SCALE * WIDEN) ** 2, df=WIDE_DF)
-    problems = _fit_problems(fit)
-    if problems and prior is not None:
-        return done("prior", "; ".join(problems))
-    starts = prior.draw(rng, N_STARTS) if prior is not None else wide.draw(rng, N_STARTS)
-    if not problems:
-        search = search_modes(model_density, starts, fit, maxiter=START_MAXITER)
-        attrs["init_n_modes"] = search.n_modes
-        if search.n_modes > 1 and prior is not None:
-            return done("prior", f"{search.n_modes} distinct modes found from {N_STARTS} starts")
-        if search.max_gain > GAIN_TOL and prior is not None:
-            return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
-                        "above the fitted mode (several modes)")  # fmt: skip
+    search = search_modes(model_density, prior.draw(rng, N_STARTS), fit, maxiter=START_MAXITER)
+    attrs["init_n_modes"] = search.n_modes
+    if search.n_modes > 1:
+        return done("prior", f"{search.n_modes} distinct modes found from {N_STARTS} starts")
+    if search.max_gain > GAIN_TOL:
+        return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
+                    "above the fitted mode (several modes)")  # fmt: skip
     k_t = _pilot_khat(model_density, t, rng, N_PILOT)
     attrs["init_pareto_k"] = k_t
-    if k_t <= KHAT_THRESHOLD and not problems:
+    if k_t <= KHAT_THRESHOLD:
         return done("laplace", f"the Student-t's pilot weights have k̂ {k_t:.2f} <= 0.7", t)
     k_w = _pilot_khat(model_density, wide, rng, N_PILOT)
     attrs["init_pareto_k_wide"] = k_w
-    if k_w <= KHAT_THRESHOLD and not problems:
+    if k_w <= KHAT_THRESHOLD:
         return done("laplace_wide", f"the Student-t's k̂ is {k_t:.2f}; widened: {k_w:.2f} <= 0.7", wide)
-    if prior is None:
-        reason = "; ".join(problems) or f"k̂ {k_t:.2f} (Student-t), {k_w:.2f} (widened)"
-        return done("laplace_wide", f"the prior is improper, so the widened Student-t, although {reason}", wide)
     x = prior.draw(rng, N_PILOT)
     k_p = _khat(model_density.evaluate(x, gradient=False).delta)
     attrs["init_pareto_k_prior"] = k_p

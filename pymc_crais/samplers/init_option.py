@@ -11,6 +11,7 @@ from ..core.density import BatchedDensity
 from ..core.initial import GaussianInitial, InitialReweightedDensity, StudentTInitial, laplace_fit
 from .compile import ModelDensity, initial_point_vector
 from .init_auto import choose_initial
+from .model_info import has_likelihood_terms
 from .prior import PriorSampler
 
 __all__ = ["InitialSetup", "build_initial", "INIT_CHOICES"]
@@ -149,15 +150,18 @@ def build_initial(
 def _auto_initial(kw, model, model_density, prior, rng) -> InitialSetup:
     if kw:
         raise TypeError(f"init='auto' takes no init_kwargs, got {sorted(kw)}; use init='laplace'")
+    if prior is None:
+        raise ValueError("init='auto' needs a proper prior; use init='laplace' or a Gaussian")
     layout = model_density.layout
-    if layout.has_discrete or not model_density.has_gradient:
-        if prior is None:
-            raise ValueError(
-                "init='auto' needs a proper prior for a model with discrete variables or "
-                "without a gradient; pass init={'mean': ..., 'cov': ...}"
-            )
-        why = "discrete free variables" if layout.has_discrete else "no gradient"
-        attrs = {"init": "auto", "init_choice": "prior", "init_reason": f"{why}: no Laplace fit"}
+    why = None
+    if layout.has_discrete:
+        why = "discrete free variables: no Laplace fit"
+    elif not model_density.has_gradient:
+        why = "no gradient: no Laplace fit"
+    elif not has_likelihood_terms(model):
+        why = "no likelihood: the prior is the posterior"
+    if why:
+        attrs = {"init": "auto", "init_choice": "prior", "init_reason": why}
         return InitialSetup(model_density, _PriorDraw(prior), attrs)
     rng = np.random.default_rng() if rng is None else rng
     auto = choose_initial(model_density, initial_point_vector(model, layout), prior, rng)
