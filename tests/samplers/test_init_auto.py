@@ -111,6 +111,21 @@ def test_conjugate_regression_chooses_the_student_t(regression):
     assert auto.q0 is not None and auto.q0.df == 5.0
 
 
+def test_heavy_tailed_start_is_compared_with_the_prior(regression, monkeypatch):
+    """Every k̂ above the threshold (forced): the widened Student-t and the prior are
+    measured too and the smallest k̂ wins (the prior's is far larger on a regression whose
+    posterior is much narrower than its prior)."""
+    import pymc_crais.samplers.init_auto as init_auto
+
+    monkeypatch.setattr(init_auto, "KHAT_THRESHOLD", -10.0)
+    auto = _choose(regression.model)
+    a = auto.attrs
+    k = [a["init_pareto_k"], a["init_pareto_k_wide"], a["init_pareto_k_prior"]]
+    assert np.all(np.isfinite(k)) and k[2] > max(k[:2])
+    assert auto.choice in ("laplace", "laplace_wide") and "smallest" in auto.reason
+    assert auto.n_evals > 3 * 1000  # three pilots counted
+
+
 def test_centred_funnel_does_not_choose_laplace():
     auto = _choose(_centred_funnel())
     assert auto.choice == "prior" and auto.q0 is None
