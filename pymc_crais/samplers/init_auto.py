@@ -29,12 +29,12 @@ from ..core.initial import StudentTInitial, laplace_fit, search_modes
 from ..tail_stats import KHAT_THRESHOLD, pareto_khat
 
 __all__ = [
-    "AutoChoice",
     "MAX_ABS_COORDINATE",
     "N_PILOT",
     "N_STARTS",
-    "WIDE_DF",
     "WIDEN",
+    "WIDE_DF",
+    "AutoChoice",
     "choose_initial",
 ]
 

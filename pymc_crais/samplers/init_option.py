@@ -14,7 +14,7 @@ from .init_auto import choose_initial
 from .model_info import has_likelihood_terms
 from .prior import PriorSampler
 
-__all__ = ["InitialSetup", "build_initial", "INIT_CHOICES"]
+__all__ = ["INIT_CHOICES", "InitialSetup", "build_initial"]
 
 INIT_CHOICES = ("auto", "prior", "laplace")
 

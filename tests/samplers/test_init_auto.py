@@ -7,12 +7,16 @@ import pytest
 import pymc_crais as pmc
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.initial import laplace_fit, search_modes
-from pymc_crais.samplers.compile import compile_model_density, initial_point_vector, parameter_layout
+from pymc_crais.samplers.compile import (
+    compile_model_density,
+    initial_point_vector,
+    parameter_layout,
+)
 from pymc_crais.samplers.init_auto import N_STARTS, choose_initial
 from pymc_crais.samplers.prior import prior_sampler
 from tests import exact_models as em
 
-QUICK = dict(chains=2, cores=1, progressbar=False)
+QUICK = {"chains": 2, "cores": 1, "progressbar": False}
 
 
 def _choose(model, seed=0):
@@ -45,7 +49,7 @@ def _gaussian_density(d=3):
     def glt(x):
         return -(x - 1.0) / var
 
-    zero = lambda x: np.zeros(x.shape[0])  # noqa: E731
+    zero = lambda x: np.zeros(x.shape[0])
     return FunctionDensity(d, log_q0=zero, log_target=lt, grad_log_q0=np.zeros_like, grad_log_target=glt)
 
 
@@ -64,7 +68,7 @@ def _two_mode_density():
         r = np.exp(p - lt(x)[:, None])
         return sum(r[:, [j]] * -(x - centres[j]) / 0.25 for j in range(2))
 
-    zero = lambda x: np.zeros(x.shape[0])  # noqa: E731
+    zero = lambda x: np.zeros(x.shape[0])
     return FunctionDensity(2, log_q0=zero, log_target=lt, grad_log_q0=np.zeros_like, grad_log_target=glt)
 
 
@@ -115,7 +119,7 @@ def test_heavy_tailed_start_is_compared_with_the_prior(regression, monkeypatch):
     """Every k̂ above the threshold (forced): the widened Student-t and the prior are
     measured too and the smallest k̂ wins (the prior's is far larger on a regression whose
     posterior is much narrower than its prior)."""
-    import pymc_crais.samplers.init_auto as init_auto
+    from pymc_crais.samplers import init_auto
 
     monkeypatch.setattr(init_auto, "KHAT_THRESHOLD", -10.0)
     auto = _choose(regression.model)
