@@ -3,11 +3,12 @@
     python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
         [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
-        [--speed]
+        [--speed] [--init prior|laplace|auto]
 
 Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
 as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
-``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``):
+``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``, and ``init`` with
+``--init``, to compare starts; ``pm_smc`` ignores it):
 
 * ``smc``: ``pmc.sample_smc()``; ``crais``: ``pmc.sample_crais()``; ``ais``:
   ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
@@ -85,13 +86,22 @@ def _counting_imh():
     return CountingIMH
 
 
+INIT_ATTRS = ("init", "init_choice", "init_reason", "init_pareto_k", "init_n_modes")
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
 def _our_evals(idata) -> int:
     st = idata["sample_stats"]
     extra = ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
     return int(np.sum(st["n_logp_evals"].values)) + sum(int(st.attrs.get(k, 0)) for k in extra)
 
 
-def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | None) -> dict:
+def run_one(
+    case_name: str, sampler: str, chains: int, seed: int, draws: int | None, init: str | None = None
+) -> dict:
     """One sampler call on one case, in this process; returns the record."""
     import warnings
 
@@ -105,7 +115,9 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
     kw = {"model": model, "random_seed": seed, "chains": chains, "cores": 1, "progressbar": False}
     if draws is not None:
         kw["draws"] = draws
-    rec = {"case": case_name, "sampler": sampler, "chains": chains, "seed": seed, "draws": draws,
+    if init is not None and sampler != "pm_smc":
+        kw["init"] = init
+    rec = {"init": init, "case": case_name, "sampler": sampler, "chains": chains, "seed": seed, "draws": draws,
            "reference": inst.log_z, "reference_mcse": inst.log_z_mcse}  # fmt: skip
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -134,6 +146,8 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
                     idata["sample_stats"]["log_marginal_likelihood"].values, float
                 )
                 evals = _our_evals(idata)
+                sattrs = idata["sample_stats"].attrs
+                rec["init_used"] = {k: _plain(sattrs[k]) for k in INIT_ATTRS if k in sattrs}
             rec.update(status="ok", log_z=float(log_z), mcse=float(mcse),
                        log_z_chains=[float(v) for v in np.ravel(per_chain)], evals=evals)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 (recorded, the suite goes on)
@@ -151,7 +165,8 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
 
 def _key(rec_or_args) -> str:
     r = rec_or_args
-    return f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
+    key = f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
+    return key if r.get("init") is None else f"{key}|init={r['init']}"
 
 
 def run_in_subprocess(case, sampler, args, draws) -> dict:
@@ -161,6 +176,8 @@ def run_in_subprocess(case, sampler, args, draws) -> dict:
            "--_worker", case, sampler, out, "--chains", str(args.chains), "--seed", str(args.seed)]  # fmt: skip
     if draws is not None:
         cmd += ["--draws", str(draws)]
+    if args.init is not None:
+        cmd += ["--init", args.init]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
@@ -173,13 +190,13 @@ def run_in_subprocess(case, sampler, args, draws) -> dict:
         proc.communicate()
         Path(out).unlink(missing_ok=True)
         return {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
-                "draws": draws, "status": "timeout", "wall_s": time.perf_counter() - t0,
+                "draws": draws, "init": args.init, "status": "timeout", "wall_s": time.perf_counter() - t0,
                 "warnings": []}  # fmt: skip
     try:
         rec = json.loads(Path(out).read_text())
     except (OSError, json.JSONDecodeError):
         rec = {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
-               "draws": draws, "status": "crash", "error_type": f"exit {proc.returncode}",
+               "draws": draws, "init": args.init, "status": "crash", "error_type": f"exit {proc.returncode}",
                "error_message": (log or "")[-500:], "wall_s": time.perf_counter() - t0,
                "warnings": []}  # fmt: skip
     Path(out).unlink(missing_ok=True)
@@ -375,6 +392,7 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
     ap.add_argument("--speed", action="store_true",
                     help="also print wall-time ratios against pm.sample_smc (defaults)")
+    ap.add_argument("--init", default=None, help="init= for our samplers (default: theirs)")
     ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.list:
@@ -383,7 +401,7 @@ def main(argv=None):
 
     if args._worker:
         case, sampler, out = args._worker
-        rec = run_one(case, sampler, args.chains, args.seed, args.draws)
+        rec = run_one(case, sampler, args.chains, args.seed, args.draws, args.init)
         Path(out).write_text(json.dumps(rec))
         return
 
@@ -404,7 +422,7 @@ def main(argv=None):
         ref_type = get_case(name).reference
         for s in samplers:
             key = _key({"case": name, "sampler": s, "chains": args.chains, "seed": args.seed,
-                        "draws": draws})  # fmt: skip
+                        "draws": draws, "init": args.init})  # fmt: skip
             if key in store and not args.rerun:
                 rec = store[key]
             elif args.no_run:

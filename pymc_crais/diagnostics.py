@@ -26,7 +26,10 @@ prints a report. The checks and their thresholds (docs/reliability.md,
 ``start``
     ``init="laplace"``: the optimizer did not converge, the Hessian at the mode was not
     negative definite (the mode is on a boundary or a ridge), or the start's weights
-    against the posterior have k̂ > 0.7 (``pareto_k_initial``).
+    against the posterior have k̂ > 0.7 (``pareto_k_initial``). ``init="auto"`` (which
+    checks its start before choosing it, and chooses a Student-t with k̂ > 0.7 only when the
+    prior's pilot k̂ is larger still) is flagged only for the first two, which happen only
+    with an improper prior; the report says what it chose and why.
 ``max_steps``
     ``max_steps`` forced the last step to τ = 1 (``hit_max_steps``).
 ``chains``
@@ -42,7 +45,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .diagnostic_checks import COLUMNS, Problem, chain_row, find_problems
+from .diagnostic_checks import (
+    COLUMNS,
+    Problem,
+    chain_row,
+    find_problems,
+    laplace_start,
+    start_summary,
+)
 from .tail_stats import (
     KHAT_THRESHOLD,
     chain_agreement,
@@ -78,6 +88,7 @@ class Diagnosis:
     log_z: float = float("nan")
     mcse: float = float("nan")
     pareto_k_pooled: float = float("nan")
+    start: str = ""
 
     @property
     def ok(self) -> bool:
@@ -97,6 +108,8 @@ class Diagnosis:
             lines.append(f"log Z = {self.log_z:.4f} ± {self.mcse:.3g} (MCSE)")
         if np.isfinite(self.pareto_k_pooled):
             lines.append(f"Pareto k̂ of the pooled final weights: {self.pareto_k_pooled:.2f}")
+        if self.start:
+            lines.append(self.start)
         with pd.option_context("display.width", 120, "display.max_columns", 20):
             lines.append(self.table.to_string(float_format=lambda v: f"{v:.5g}"))
         if self.ok:
@@ -189,7 +202,7 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
         elif "tau" in cs:
             cs["pareto_k"] = np.full(np.asarray(cs["tau"]).size, np.nan)
         cs["pareto_k_final"] = pareto_khat(cs["log_weights"])
-        if init_tail is not None and attrs.get("init") == "laplace":
+        if init_tail is not None and laplace_start(attrs):
             cs["pareto_k_initial"] = pareto_khat_from_tail(init_tail, n)
         row = chain_row(cs)
         cs["pareto_k_max"] = row["pareto_k_max"]
@@ -203,7 +216,11 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
     attrs["diagnostics_flags"] = ",".join(sorted({p.check for p in problems}))
     table = _table(rows)
     diagnosis = Diagnosis(
-        table, problems, str(attrs.get("method", "")), pareto_k_pooled=attrs["pareto_k_pooled"]
+        table,
+        problems,
+        str(attrs.get("method", "")),
+        pareto_k_pooled=attrs["pareto_k_pooled"],
+        start=start_summary(attrs),
     )
     if problems:
         level = _user_stacklevel() if stacklevel is None else stacklevel
@@ -276,7 +293,7 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
         )
     problems = find_problems(rows, attrs)
     table = _table(rows)
-    diag = Diagnosis(table, problems, str(attrs.get("method", "")))
+    diag = Diagnosis(table, problems, str(attrs.get("method", "")), start=start_summary(attrs))
     diag.pareto_k_pooled = float(attrs["pareto_k_pooled"])
     try:
         with warnings.catch_warnings():

@@ -23,6 +23,22 @@ KHAT_THRESHOLD = 0.7
 """Above this Pareto k̂ the weights' variance is effectively infinite at this N (PSIS)."""
 
 
+def _array_stats():
+    """``arviz_stats.base.array_stats``; its first import draws from NumPy's global RNG
+    (measured: the state changes), which the package never touches, so the state is put
+    back."""
+    state = np.random.get_state()
+    from arviz_stats.base import array_stats
+
+    if not _same_state(state, np.random.get_state()):
+        np.random.set_state(state)
+    return array_stats
+
+
+def _same_state(a, b) -> bool:
+    return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])
+
+
 def pareto_khat(log_weights) -> float:
     """Pareto k̂ of importance weights given by their logs (``arviz_stats``, right tail,
     ``r_eff = 1``). NaN when fewer than 25 weights are positive or the tail is flat.
@@ -35,8 +51,7 @@ def pareto_khat(log_weights) -> float:
     lw = lw[np.isfinite(lw)]
     if lw.size < 25:
         return float("nan")
-    from arviz_stats.base import array_stats
-
+    array_stats = _array_stats()
     w = np.exp(lw - lw.max())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -52,12 +52,13 @@ def test_auto_delta_targets_tuning_length():
 
 
 def test_narrow_target_gets_longer_tuned_schedule():
+    """From the prior (init="auto" would start near each posterior and erase the gap)."""
     wide = em.normal_mean(n=5, sigma=2.0)
     narrow = em.normal_mean(n=200, sigma=0.5)
     lengths = []
     for case in (wide, narrow):
         res = pmc.sample_crais(
-            draws=200, delta=20.0, n_steps=None, random_seed=3, model=case.model,
+            draws=200, delta=20.0, n_steps=None, random_seed=3, model=case.model, init="prior",
             return_inferencedata=False, **{**QUICK, "chains": 1},
         )
         lengths.append(res.attrs["n_tune_steps"])
@@ -99,7 +100,7 @@ def test_sample_ais_constant_rate_delegates():
 @pytest.mark.parametrize("rule", ["ess", "cess"])
 def test_adaptive_ais(rule):
     case = em.normal_mean()
-    idata = pmc.sample_ais(draws=1000, schedule=rule, rho=0.97, random_seed=9, model=case.model, **QUICK)
+    idata = pmc.sample_ais(draws=1000, schedule=rule, rho=0.97, random_seed=9, model=case.model, init="prior", **QUICK)
     st = idata.sample_stats
     assert st.attrs["schedule"] == rule and st.attrs["rho"] == 0.97
     assert (st["n_stages"].values > 5).all()
@@ -195,7 +196,7 @@ def test_auto_delta_uses_kl_of_prior_to_posterior():
     """α = 0: the rule lowers KL(γ_τ‖π) by δ per step, so auto-δ = KL(q0‖π) / n_tune_steps."""
     case = em.normal_mean()
     res = pmc.sample_crais(
-        draws=1000, n_tune_steps=40, n_steps=40, random_seed=13, model=case.model,
+        draws=1000, n_tune_steps=40, n_steps=40, random_seed=13, model=case.model, init="prior",
         return_inferencedata=False, **{**QUICK, "chains": 1},
     )
     y = case.model.rvs_to_values[case.model["y"]].data

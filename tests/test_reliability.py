@@ -84,7 +84,7 @@ def test_discrete_with_mh_and_imh_is_exact(poisson_model, sampler, kernel):
 # ============================================================================ improper priors
 @pytest.mark.parametrize("dist", ["Flat", "HalfFlat"])
 @pytest.mark.parametrize("sampler", [pmc.sample_ais, pmc.sample_smc, pmc.sample_crais])
-def test_improper_prior_with_prior_q0_is_refused(dist, sampler):
+def test_improper_prior_with_prior_q0_is_refused(dist, sampler):  # init="auto" (default) too
     with pm.Model() as model:
         s = getattr(pm, dist)("s")
         pm.Normal("y", 0.0, pt.abs(s) + 1.0, observed=[0.1, -0.3])

@@ -44,7 +44,7 @@ def test_smc_ess_rule_hits_threshold():
 
 def test_cr_smc_resamples_below_kappa():
     case = em.normal_mean()
-    idata = pmc.sample_smc(draws=500, schedule="constant_rate", n_steps=40, random_seed=24, model=case.model, **{**QUICK, "chains": 1})
+    idata = pmc.sample_smc(draws=500, schedule="constant_rate", n_steps=40, random_seed=24, model=case.model, init="prior", **{**QUICK, "chains": 1})
     st = idata.sample_stats
     assert st.attrs["resample"] == "ess" and st.attrs["resample_threshold"] == 0.9
     n = int(st["n_stages"].values[0])

@@ -18,8 +18,10 @@ __all__ = [
     "GaussianInitial",
     "InitialReweightedDensity",
     "LaplaceFit",
+    "ModeSearch",
     "StudentTInitial",
     "laplace_fit",
+    "search_modes",
 ]
 
 
@@ -165,6 +167,21 @@ class LaplaceFit:
         return float(self.log_density_at_mode + 0.5 * d * np.log(2 * np.pi) + 0.5 * logdet)
 
 
+def _maximize(density: BatchedDensity, x0: np.ndarray, maxiter: int):
+    """L-BFGS on ``log prior + ℓ`` from ``x0``: SciPy's result (``fun`` is minus the
+    log-density)."""
+    d = x0.size
+
+    def neg(x):
+        ev = density.evaluate(x[None, :], gradient=True)
+        val = ev.log_q0[0] + ev.delta[0]
+        if not np.isfinite(val):
+            return 1e300, np.zeros(d)
+        return -val, -(ev.grad_log_q0[0] + ev.grad_delta[0])
+
+    return optimize.minimize(neg, x0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
+
+
 def laplace_fit(density: BatchedDensity, x0: np.ndarray, *, fd_step: float = 1e-4, maxiter: int = 2000) -> LaplaceFit:
     """Find the mode of ``log prior + ℓ`` by L-BFGS and its covariance from the Hessian.
 
@@ -188,15 +205,7 @@ def laplace_fit(density: BatchedDensity, x0: np.ndarray, *, fd_step: float = 1e-
     before = density.n_evals
     x0 = np.asarray(x0, dtype=np.float64).ravel()
     d = x0.size
-
-    def neg(x):
-        ev = density.evaluate(x[None, :], gradient=True)
-        val = ev.log_q0[0] + ev.delta[0]
-        if not np.isfinite(val):
-            return 1e300, np.zeros(d)
-        return -val, -(ev.grad_log_q0[0] + ev.grad_delta[0])
-
-    res = optimize.minimize(neg, x0, jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
+    res = _maximize(density, x0, maxiter)
     mode = res.x
     h = fd_step * np.maximum(1.0, np.abs(mode))
     pts = np.concatenate([mode + np.diag(h), mode - np.diag(h)])
@@ -218,4 +227,92 @@ def laplace_fit(density: BatchedDensity, x0: np.ndarray, *, fd_step: float = 1e-
         int(density.n_evals - before),
         bool(res.success),
         n_nonconcave,
+    )
+
+
+@dataclass(frozen=True)
+class ModeSearch:
+    """What short L-BFGS runs from several starting points found, relative to a Laplace fit.
+
+    Attributes
+    ----------
+    n_starts : int
+        Runs made.
+    n_modes : int
+        Distinct local maxima among the converged runs and the fit's mode (1: only the fit's).
+    n_unsettled : int
+        Runs that stopped without converging (iteration cap, or a non-finite density).
+    max_gain : float
+        Largest ``log density(run's end) − log density(fit's mode)`` over the runs: above 0
+        (beyond rounding) the fit's mode is not the highest one.
+    max_distance : float
+        Largest whitened distance ``‖L⁻¹(x − mode)‖`` (``cov = L Lᵀ`` of the fit) of a
+        converged run's end from the fit's mode.
+    n_evals : int
+        Model evaluations spent.
+    """
+
+    n_starts: int
+    n_modes: int
+    n_unsettled: int
+    max_gain: float
+    max_distance: float
+    n_evals: int
+
+
+def search_modes(
+    density: BatchedDensity,
+    starts: np.ndarray,
+    fit: LaplaceFit,
+    *,
+    maxiter: int = 200,
+    separation: float = 3.0,
+) -> ModeSearch:
+    """Look for other modes than ``fit.mode``: one short L-BFGS run from each start.
+
+    Two converged ends are the same mode when their whitened distance (in the metric of
+    ``fit.cov``) is at most ``separation``; a converged end farther than that from the
+    fit's mode and every mode already found is a new mode.
+
+    Parameters
+    ----------
+    density : BatchedDensity
+        Evaluates ``(log prior, ℓ)`` with gradients.
+    starts : numpy.ndarray, shape (k, d)
+        Starting points (e.g. prior draws).
+    fit : LaplaceFit
+        The fit whose mode is checked.
+    maxiter : int, default 200
+        L-BFGS iterations per run.
+    separation : float, default 3
+        Whitened distance beyond which two ends are distinct modes.
+
+    Returns
+    -------
+    ModeSearch
+    """
+    from scipy.linalg import solve_triangular
+
+    before = density.n_evals
+    chol = np.linalg.cholesky(fit.cov)
+    modes = [np.zeros(fit.mode.size)]  # whitened, the fit's mode at the origin
+    unsettled, gain, dist = 0, -np.inf, 0.0
+    for x0 in np.atleast_2d(np.asarray(starts, dtype=np.float64)):
+        res = _maximize(density, x0, maxiter)
+        value = -float(res.fun) if res.fun < 1e300 else -np.inf
+        gain = max(gain, value - fit.log_density_at_mode)
+        if not (res.success and np.isfinite(value)):
+            unsettled += 1
+            continue
+        z = solve_triangular(chol, res.x - fit.mode, lower=True)
+        dist = max(dist, float(np.linalg.norm(z)))
+        if min(float(np.linalg.norm(z - m)) for m in modes) > separation:
+            modes.append(z)
+    return ModeSearch(
+        int(np.atleast_2d(starts).shape[0]),
+        len(modes),
+        unsettled,
+        float(gain),
+        dist,
+        int(density.n_evals - before),
     )

@@ -37,7 +37,7 @@ def sample_ais(
     compile_kwargs: dict | None = None,
     *,
     model=None,
-    init="prior",
+    init="auto",
     init_kwargs: dict | None = None,
     n_mcmc_steps: int = 1,
     kernel_kwargs: dict | None = None,
@@ -98,10 +98,15 @@ def sample_ais(
         Passed to ``pytensor.function``.
     model : pymc.Model, optional
         Defaults to the model on the context stack.
-    init : "prior", "laplace", dict or GaussianInitial, default "prior"
+    init : "auto", "prior", "laplace", dict or GaussianInitial, default "auto"
         Initial distribution ``q0`` (see :func:`pymc_crais.samplers.init_option.build_initial`):
-        the prior; a Student-t (or Gaussian) at the Laplace fit; or a user-given normalized
-        Gaussian ``{"mean": ..., "cov": ...}`` in the model's unconstrained coordinates.
+        ``"auto"`` checks a Laplace fit (converged, interior mode, a single mode found by
+        short optimizations from prior draws, the Pareto k̂ of a pilot's weights) and starts
+        from a Student-t there, a widened one, or the prior (what it chose and why:
+        attributes ``init_choice``, ``init_reason``; its evaluations are counted in
+        ``n_logp_evals_laplace``); ``"prior"``; a Student-t (or Gaussian) at the Laplace fit;
+        or a user-given normalized Gaussian ``{"mean": ..., "cov": ...}`` in the model's
+        unconstrained coordinates.
     init_kwargs : dict, optional
         ``df``, ``scale``, ``family`` for ``init="laplace"``.
     n_mcmc_steps : int, default 1

@@ -38,7 +38,7 @@ def sample_crais(
     compile_kwargs: dict | None = None,
     *,
     model=None,
-    init="prior",
+    init="auto",
     init_kwargs: dict | None = None,
     n_tune_steps: int | None = None,
     tune_draws: int | None = None,

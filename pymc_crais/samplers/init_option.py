@@ -1,4 +1,5 @@
-"""Initial distributions ``q0`` for a PyMC model: the prior, a Laplace fit, or a user Gaussian."""
+"""Initial distributions ``q0`` for a PyMC model: automatic (the default), the prior, a
+Laplace fit, or a user Gaussian."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import numpy as np
 from ..core.density import BatchedDensity
 from ..core.initial import GaussianInitial, InitialReweightedDensity, StudentTInitial, laplace_fit
 from .compile import ModelDensity, initial_point_vector
+from .init_auto import choose_initial
+from .model_info import has_likelihood_terms
 from .prior import PriorSampler
 
-__all__ = ["InitialSetup", "build_initial", "INIT_CHOICES"]
+__all__ = ["INIT_CHOICES", "InitialSetup", "build_initial"]
 
-INIT_CHOICES = ("prior", "laplace")
+INIT_CHOICES = ("auto", "prior", "laplace")
 
 
 @dataclass
@@ -54,12 +57,22 @@ class _PriorDraw:
         return self.sampler.draw(rng, n)
 
 
-def build_initial(init, init_kwargs, model, model_density: ModelDensity, prior: PriorSampler | None) -> InitialSetup:
+def build_initial(
+    init,
+    init_kwargs,
+    model,
+    model_density: ModelDensity,
+    prior: PriorSampler | None,
+    rng: np.random.Generator | None = None,
+) -> InitialSetup:
     """Resolve the ``init=`` argument of the samplers.
 
     Parameters
     ----------
-    init : "prior", "laplace", dict with ``mean`` and ``cov``, or GaussianInitial
+    init : "auto", "prior", "laplace", dict with ``mean`` and ``cov``, or GaussianInitial
+        ``"auto"`` chooses between a Student-t at the Laplace fit, a widened one and the
+        prior from a mode search and a pilot's Pareto k̂
+        (:mod:`pymc_crais.samplers.init_auto`; the prior for discrete variables).
         ``"laplace"`` fits the mode by L-BFGS on the batched log-density and the covariance
         from the Hessian, then uses a multivariate Student-t (default ``df=5``) or, with
         ``init_kwargs={"family": "gaussian"}``, a Gaussian, its covariance scaled by
@@ -69,9 +82,14 @@ def build_initial(init, init_kwargs, model, model_density: ModelDensity, prior: 
     model_density : ModelDensity
         The compiled ``(log prior, ℓ)`` density.
     prior : PriorSampler or None
+        ``None`` only for an improper prior.
+    rng : numpy.random.Generator, optional
+        For ``"auto"``'s mode search and pilots.
     """
     kw = dict(init_kwargs or {})
     layout = model_density.layout
+    if isinstance(init, str) and init == "auto":
+        return _auto_initial(kw, model, model_density, prior, rng)
     if isinstance(init, str) and init == "prior":
         if kw:
             raise TypeError(f"init='prior' takes no init_kwargs, got {sorted(kw)}")
@@ -124,6 +142,30 @@ def build_initial(init, init_kwargs, model, model_density: ModelDensity, prior: 
         dens = InitialReweightedDensity(layout.dim, base=model_density, initial=init)
         return InitialSetup(dens, _GaussianDraw(init), {"init": init.name})
     raise ValueError(
-        f"init={init!r} is not understood; use 'prior', 'laplace', a dict with 'mean' and "
+        f"init={init!r} is not understood; use 'auto', 'prior', 'laplace', a dict with 'mean' and "
         "'cov' (unconstrained coordinates) or a GaussianInitial / StudentTInitial"
     )
+
+
+def _auto_initial(kw, model, model_density, prior, rng) -> InitialSetup:
+    if kw:
+        raise TypeError(f"init='auto' takes no init_kwargs, got {sorted(kw)}; use init='laplace'")
+    if prior is None:
+        raise ValueError("init='auto' needs a proper prior; use init='laplace' or a Gaussian")
+    layout = model_density.layout
+    why = None
+    if layout.has_discrete:
+        why = "discrete free variables: no Laplace fit"
+    elif not model_density.has_gradient:
+        why = "no gradient: no Laplace fit"
+    elif not has_likelihood_terms(model):
+        why = "no likelihood: the prior is the posterior"
+    if why:
+        attrs = {"init": "auto", "init_choice": "prior", "init_reason": why}
+        return InitialSetup(model_density, _PriorDraw(prior), attrs)
+    rng = np.random.default_rng() if rng is None else rng
+    auto = choose_initial(model_density, initial_point_vector(model, layout), prior, rng)
+    if auto.q0 is None:
+        return InitialSetup(model_density, _PriorDraw(prior), auto.attrs, auto.n_evals)
+    dens = InitialReweightedDensity(layout.dim, base=model_density, initial=auto.q0)
+    return InitialSetup(dens, _GaussianDraw(auto.q0), auto.attrs, auto.n_evals)

@@ -58,7 +58,9 @@ def check_model_for_evidence(model, init) -> None:
     ----------
     model : pymc.Model
     init : object
-        The sampler's ``init=`` argument (the prior, ``"prior"``, needs a proper prior).
+        The sampler's ``init=`` argument (the prior, ``"prior"``, and ``"auto"``, which
+        starts its mode search from prior draws and may fall back to the prior, need a
+        proper prior).
 
     Raises
     ------
@@ -76,10 +78,10 @@ def check_model_for_evidence(model, init) -> None:
             "imputes them)"
         )
     improper = improper_prior_names(model)
-    if improper and isinstance(init, str) and init == "prior":
+    if improper and isinstance(init, str) and init in ("prior", "auto"):
         raise ValueError(
             f"the free variables {improper} have improper priors (pm.Flat / pm.HalfFlat), so "
-            "init='prior' cannot draw the initial particles and the evidence is not defined "
+            f"init={init!r} cannot draw the initial particles and the evidence is not defined "
             "by the model alone. Give them proper priors, or pass a normalized initial "
             "distribution: init='laplace' or init={'mean': ..., 'cov': ...} (unconstrained "
             "coordinates); log Z is then relative to the flat density 1"

@@ -47,7 +47,7 @@ class RunOptions:
     cores: int | None = None
     kernel: object = "auto"
     kernel_kwargs: dict | None = None
-    init: object = "prior"
+    init: object = "auto"
     init_kwargs: dict | None = None
     random_seed: object = None
     backend: str | None = None

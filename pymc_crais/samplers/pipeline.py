@@ -130,11 +130,17 @@ def prepare(options: RunOptions) -> RunSetup:
     # JAX: every chain in this process, their particles in one batched call (a forked JAX
     # runtime deadlocks, and one process should drive an accelerator with big batches)
     batched = uses_jax(ckw) and chains > 1 and executor is None
-    needs_grad = mutation.needs_gradient or (isinstance(init, str) and init == "laplace")
-    model_density = compile_model_density(model, gradient=needs_grad, compile_kwargs=ckw)
+    fits = isinstance(init, str) and init in ("laplace", "auto") and not layout.has_discrete
+    model_density = compile_model_density(
+        model, gradient=mutation.needs_gradient or fits, compile_kwargs=ckw
+    )
     model_density.block_rows = block_rows(model, layout.dim, budget, jax=uses_jax(ckw))
-    prior = prior_sampler(model, layout, ckw) if isinstance(init, str) and init == "prior" else None
-    initial = build_initial(init, o.init_kwargs, model, model_density, prior)
+    draws_prior = isinstance(init, str) and init in ("prior", "auto")  # proper: checked above
+    prior = prior_sampler(model, layout, ckw) if draws_prior else None
+    # the automatic start draws from its own child of the run-level generator, so the
+    # pilots and tuning runs that follow see the same stream whatever it spent
+    init_rng = aux_rng.spawn(1)[0] if isinstance(init, str) and init == "auto" else None
+    initial = build_initial(init, o.init_kwargs, model, model_density, prior, init_rng)
     attrs = {
         "draws": draws,
         "n_mcmc_steps": int(o.n_mcmc_steps),

@@ -96,7 +96,7 @@ def sample_rts(
     compile_kwargs: dict | None = None,
     *,
     model=None,
-    init="prior",
+    init="auto",
     init_kwargs: dict | None = None,
     ladder_kwargs: dict | None = None,
     level_prior=None,

@@ -75,7 +75,8 @@ def sample_smc(
         fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the correlation with the stage's start stops falling by
-        ``correlation_threshold`` = 0.01, at most ``max_mcmc_steps`` = 20); ``init``,
+        ``correlation_threshold`` = 0.01, at most ``max_mcmc_steps`` = 20); ``init`` (default
+        ``"auto"``, see :func:`pymc_crais.sample_ais`),
         ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
         ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``.
@@ -90,7 +91,7 @@ def sample_smc(
     if start is not None:
         raise ValueError(
             "start= is not supported: log Z needs exact draws from the initial distribution; "
-            "use init= ('prior', 'laplace' or a Gaussian) instead"
+            "use init= ('auto', 'prior', 'laplace' or a Gaussian) instead"
         )
     kw = dict(kernel_kwargs)
     schedule = kw.pop("schedule", "ess")
@@ -108,7 +109,7 @@ def sample_smc(
     max_step = kw.pop("max_step", None)
     min_step = kw.pop("min_step", None)
     max_steps = kw.pop("max_steps", 10_000)
-    init = kw.pop("init", "prior")
+    init = kw.pop("init", "auto")
     init_kwargs = kw.pop("init_kwargs", None)
     own_kernel_kwargs = kw.pop("kernel_kwargs", None)
     backend = kw.pop("backend", None)

@@ -1,0 +1,179 @@
+"""init="auto": the choice between a Student-t at the Laplace fit, a widened one and the prior."""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.core.density import FunctionDensity
+from pymc_crais.core.initial import laplace_fit, search_modes
+from pymc_crais.samplers.compile import (
+    compile_model_density,
+    initial_point_vector,
+    parameter_layout,
+)
+from pymc_crais.samplers.init_auto import N_STARTS, choose_initial
+from pymc_crais.samplers.prior import prior_sampler
+from tests import exact_models as em
+
+QUICK = {"chains": 2, "cores": 1, "progressbar": False}
+
+
+def _choose(model, seed=0):
+    layout = parameter_layout(model)
+    dens = compile_model_density(model, gradient=True)
+    prior = prior_sampler(model, layout)
+    before = dens.n_evals
+    auto = choose_initial(dens, initial_point_vector(model, layout), prior, np.random.default_rng(seed))
+    assert auto.n_evals == dens.n_evals - before == auto.attrs["n_logp_evals_laplace"]
+    return auto
+
+
+def _centred_funnel():
+    y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0])
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfCauchy("tau", 5.0)
+        theta = pm.Normal("theta", mu, tau, shape=y.size)
+        pm.Normal("y", theta, 10.0, observed=y)
+    return model
+
+
+def _gaussian_density(d=3):
+    """A FunctionDensity with log q0 = 0 and target N(1, diag(1..d))."""
+    var = np.arange(1.0, d + 1)
+
+    def lt(x):
+        return -0.5 * np.sum((x - 1.0) ** 2 / var, axis=1)
+
+    def glt(x):
+        return -(x - 1.0) / var
+
+    zero = lambda x: np.zeros(x.shape[0])
+    return FunctionDensity(d, log_q0=zero, log_target=lt, grad_log_q0=np.zeros_like, grad_log_target=glt)
+
+
+def _two_mode_density():
+    """Equal-weight mixture of N((±3, 0), 0.5² I) as a FunctionDensity (log q0 = 0)."""
+    centres = np.array([[3.0, 0.0], [-3.0, 0.0]])
+
+    def parts(x):
+        return np.stack([-0.5 * np.sum((x - c) ** 2, axis=1) / 0.25 for c in centres], axis=1)
+
+    def lt(x):
+        return np.logaddexp(*parts(x).T)
+
+    def glt(x):
+        p = parts(x)
+        r = np.exp(p - lt(x)[:, None])
+        return sum(r[:, [j]] * -(x - centres[j]) / 0.25 for j in range(2))
+
+    zero = lambda x: np.zeros(x.shape[0])
+    return FunctionDensity(2, log_q0=zero, log_target=lt, grad_log_q0=np.zeros_like, grad_log_target=glt)
+
+
+# ------------------------------------------------------------------- core: the mode search
+
+
+def test_search_modes_finds_one_mode_of_a_gaussian():
+    dens = _gaussian_density()
+    fit = laplace_fit(dens, np.zeros(3))
+    starts = np.random.default_rng(1).normal(0.0, 5.0, size=(6, 3))
+    res = search_modes(dens, starts, fit)
+    assert res.n_starts == 6 and res.n_modes == 1 and res.n_unsettled == 0
+    assert res.max_distance < 1e-3 and abs(res.max_gain) < 1e-8
+    assert res.n_evals > 6
+
+
+def test_search_modes_finds_the_second_mode():
+    dens = _two_mode_density()
+    fit = laplace_fit(dens, np.array([1.0, 0.2]))
+    np.testing.assert_allclose(fit.mode, [3.0, 0.0], atol=1e-4)
+    starts = np.array([[2.0, 1.0], [-2.5, 0.5], [4.0, -1.0]])
+    res = search_modes(dens, starts, fit)
+    assert res.n_modes == 2
+    np.testing.assert_allclose(res.max_distance, 6.0 / (0.5 * 1.0), rtol=1e-3)  # whitened 6 / sd
+    # from starts all on one side, the same mode only
+    assert search_modes(dens, starts[[0, 2]], fit).n_modes == 1
+
+
+# ------------------------------------------------------------------- the decision
+
+
+@pytest.fixture(scope="module")
+def regression():
+    return em.linear_regression()
+
+
+def test_conjugate_regression_chooses_the_student_t(regression):
+    auto = _choose(regression.model)
+    a = auto.attrs
+    assert auto.choice == "laplace" and a["init_choice"] == "laplace" and a["init"] == "auto"
+    assert a["init_n_modes"] == 1 and a["init_pareto_k"] <= 0.7
+    assert np.isnan(a["init_pareto_k_prior"])  # not needed, not spent
+    assert a["init_scale"] == 1.2 and a["init_df"] == 5.0
+    assert auto.q0 is not None and auto.q0.df == 5.0
+
+
+def test_heavy_tailed_start_is_compared_with_the_prior(regression, monkeypatch):
+    """Every k̂ above the threshold (forced): the widened Student-t and the prior are
+    measured too and the smallest k̂ wins (the prior's is far larger on a regression whose
+    posterior is much narrower than its prior)."""
+    from pymc_crais.samplers import init_auto
+
+    monkeypatch.setattr(init_auto, "KHAT_THRESHOLD", -10.0)
+    auto = _choose(regression.model)
+    a = auto.attrs
+    k = [a["init_pareto_k"], a["init_pareto_k_wide"], a["init_pareto_k_prior"]]
+    assert np.all(np.isfinite(k)) and k[2] > max(k[:2])
+    assert auto.choice in ("laplace", "laplace_wide") and "smallest" in auto.reason
+    assert auto.n_evals > 3 * 1000  # three pilots counted
+
+
+def test_centred_funnel_does_not_choose_laplace():
+    auto = _choose(_centred_funnel())
+    assert auto.choice == "prior" and auto.q0 is None
+    assert "non-concave" in auto.reason
+    assert auto.attrs["laplace_n_nonconcave"] > 0
+
+
+def test_bimodal_model_does_not_choose_laplace():
+    auto = _choose(em.gaussian_mixture_potential().model)
+    assert auto.choice == "prior" and auto.q0 is None
+    assert auto.attrs["init_n_modes"] >= 2
+    assert f"from {N_STARTS} starts" in auto.reason
+
+
+def test_auto_on_a_discrete_model_is_the_prior():
+    with pm.Model() as model:
+        pm.Poisson("k", 3.0)
+        pm.Normal("y", 0.0, 1.0, observed=[0.0])
+    res = pmc.sample_ais(draws=50, n_steps=5, kernel="rwmh", init="auto", model=model, random_seed=1,
+                         return_inferencedata=False, **QUICK)  # fmt: skip
+    assert res.attrs["init_choice"] == "prior" and "discrete" in res.attrs["init_reason"]
+
+
+def test_auto_takes_no_init_kwargs():
+    with pytest.raises(TypeError, match="init='auto' takes no init_kwargs"):
+        pmc.sample_ais(draws=50, init="auto", init_kwargs={"df": 3}, model=em.normal_mean().model, **QUICK)
+
+
+# ------------------------------------------------------------------- through the samplers
+
+def test_default_is_auto_and_exact_evidence(regression):
+    """With no options: the automatic start picks the Student-t and log Z is right."""
+    idata = pmc.sample_smc(model=regression.model, random_seed=3, **QUICK)
+    a = idata.sample_stats.attrs
+    assert a["init"] == "auto" and a["init_choice"] == "laplace"
+    assert a["n_logp_evals_laplace"] > 1000  # fit, mode search and pilot all counted
+    em.assert_evidence(idata, regression.log_z, max_mcse=0.05)
+    report = str(pmc.diagnose(idata))
+    assert "init='auto' chose 'laplace'" in report
+
+
+def test_auto_is_reproducible(regression):
+    kw = dict(model=regression.model, draws=200, return_inferencedata=False, **QUICK)
+    a = pmc.sample_ais(random_seed=5, **kw)
+    b = pmc.sample_ais(random_seed=5, **kw)
+    assert a.attrs["init_pareto_k"] == b.attrs["init_pareto_k"]
+    np.testing.assert_array_equal(a.posterior["beta"], b.posterior["beta"])
