@@ -3,10 +3,12 @@
     python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
         [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
+        [--kwargs '{"alpha": 0.5}']
 
 Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
 as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
-``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``):
+``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``, and any sampler
+options given as JSON with ``--kwargs``, recorded in the results and part of their key):
 
 * ``smc``: ``pmc.sample_smc()``; ``crais``: ``pmc.sample_crais()``; ``ais``:
   ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
@@ -90,7 +92,9 @@ def _our_evals(idata) -> int:
     return int(np.sum(st["n_logp_evals"].values)) + sum(int(st.attrs.get(k, 0)) for k in extra)
 
 
-def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | None) -> dict:
+def run_one(
+    case_name: str, sampler: str, chains: int, seed: int, draws: int | None, kwargs: dict | None = None
+) -> dict:
     """One sampler call on one case, in this process; returns the record."""
     import warnings
 
@@ -105,8 +109,11 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
     kw = {"model": model, "random_seed": seed, "chains": chains, "cores": 1, "progressbar": False}
     if draws is not None:
         kw["draws"] = draws
+    kw.update(kwargs or {})
     rec = {"case": case_name, "sampler": sampler, "chains": chains, "seed": seed, "draws": draws,
            "reference": inst.log_z, "reference_mcse": inst.log_z_mcse}  # fmt: skip
+    if kwargs:
+        rec["kwargs"] = kwargs
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -150,7 +157,20 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
 
 def _key(rec_or_args) -> str:
     r = rec_or_args
-    return f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
+    key = f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
+    if r.get("kwargs"):
+        key += "|kwargs=" + json.dumps(r["kwargs"], sort_keys=True)
+    return key
+
+
+def _kwargs(args) -> dict | None:
+    """The ``--kwargs`` JSON as a dict (``None`` when not given)."""
+    if not getattr(args, "kwargs", None):
+        return None
+    kw = json.loads(args.kwargs)
+    if not isinstance(kw, dict):
+        raise ValueError(f"--kwargs must be a JSON object, got {args.kwargs!r}")
+    return kw
 
 
 def run_in_subprocess(case, sampler, args, draws) -> dict:
@@ -160,6 +180,8 @@ def run_in_subprocess(case, sampler, args, draws) -> dict:
            "--_worker", case, sampler, out, "--chains", str(args.chains), "--seed", str(args.seed)]  # fmt: skip
     if draws is not None:
         cmd += ["--draws", str(draws)]
+    if args.kwargs:
+        cmd += ["--kwargs", args.kwargs]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
@@ -172,13 +194,13 @@ def run_in_subprocess(case, sampler, args, draws) -> dict:
         proc.communicate()
         Path(out).unlink(missing_ok=True)
         return {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
-                "draws": draws, "status": "timeout", "wall_s": time.perf_counter() - t0,
+                "draws": draws, "kwargs": _kwargs(args), "status": "timeout", "wall_s": time.perf_counter() - t0,
                 "warnings": []}  # fmt: skip
     try:
         rec = json.loads(Path(out).read_text())
     except (OSError, json.JSONDecodeError):
         rec = {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
-               "draws": draws, "status": "crash", "error_type": f"exit {proc.returncode}",
+               "draws": draws, "kwargs": _kwargs(args), "status": "crash", "error_type": f"exit {proc.returncode}",
                "error_message": (log or "")[-500:], "wall_s": time.perf_counter() - t0,
                "warnings": []}  # fmt: skip
     Path(out).unlink(missing_ok=True)
@@ -327,6 +349,8 @@ def main(argv=None):
     ap.add_argument("--rerun", action="store_true", help="ignore stored results")
     ap.add_argument("--no-run", action="store_true", help="only tabulate stored results")
     ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
+    ap.add_argument("--kwargs", default=None,
+                    help='sampler options as a JSON object, e.g. \'{"alpha": 0.5}\'')  # fmt: skip
     ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.list:
@@ -335,7 +359,7 @@ def main(argv=None):
 
     if args._worker:
         case, sampler, out = args._worker
-        rec = run_one(case, sampler, args.chains, args.seed, args.draws)
+        rec = run_one(case, sampler, args.chains, args.seed, args.draws, _kwargs(args))
         Path(out).write_text(json.dumps(rec))
         return
 
@@ -356,7 +380,7 @@ def main(argv=None):
         ref_type = get_case(name).reference
         for s in samplers:
             key = _key({"case": name, "sampler": s, "chains": args.chains, "seed": args.seed,
-                        "draws": draws})  # fmt: skip
+                        "draws": draws, "kwargs": _kwargs(args)})  # fmt: skip
             if key in store and not args.rerun:
                 rec = store[key]
             elif args.no_run:

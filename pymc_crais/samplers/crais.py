@@ -17,7 +17,7 @@ from .anneal_chain import run_anneal_chains
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import finish, prepare
 from .runner import single_threaded_blas
-from .tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
+from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
 __all__ = ["sample_crais"]
 
@@ -139,7 +139,11 @@ def sample_crais(
     }
 
     # 1. pilot: c for α ≠ 0 and the rate integral for delta="auto"
-    c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=auto)
+    # (for α ≠ 0 the rule's statistics come from the pilot's stages, pooled: issue 15)
+    pilot = path_pilot(
+        setup, alpha, scale_shift, attrs, need_rate=auto, need_reference=float(alpha) != 0.0
+    )
+    c, total = pilot.c, pilot.total
     path = make_path(alpha, c)
 
     # 2. tuning run; with delta="auto" its length is brought near n_tune_steps
@@ -151,6 +155,7 @@ def sample_crais(
         max_steps=min(max_steps, 4 * n_tune_steps) if auto else max_steps,
         n_target=n_tune_steps if auto else None,
         n_mcmc_steps=n_mcmc_steps,
+        reference=pilot.reference,
         label="CR-AIS tuning",
         **rule,
     )
@@ -166,6 +171,7 @@ def sample_crais(
             "min_step": float(min_step or 0.0),
             "max_step": float(max_step if max_step is not None else 1.0),
             "v_min": float(v_min),
+            "rate_statistics": "pilot_reference" if pilot.reference is not None else "particles",
             "n_tune_steps": int(tuned.size - 1),
             "n_tune_steps_target": int(n_tune_steps),
             "n_tune_attempts": tuning.n_attempts,
