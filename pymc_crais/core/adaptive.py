@@ -173,13 +173,28 @@ def rate_statistics(delta, log_weights, tau: float, path, weighted: bool) -> tup
     z = a - log_r
     alpha = path.alpha
     g = z if alpha == 0.0 else np.expm1(np.minimum(alpha * z, 700.0)) / alpha
-    if weighted:
-        w = np.exp(log_w - logsumexp(log_w))
-        mean = np.dot(w, g)
-        v = float(np.dot(w, (g - mean) ** 2))
-    else:
-        v = float(np.var(g))
+    with np.errstate(over="ignore", invalid="ignore"):
+        if weighted:
+            w = np.exp(log_w - logsumexp(log_w))
+            mean = np.dot(w, g)
+            v = float(np.dot(w, (g - mean) ** 2))
+        else:
+            v = float(np.var(g))
+    if not np.isfinite(v) and alpha != 0.0:
+        v = _log_space_variance(alpha * z, log_w if weighted else np.zeros_like(z), alpha)
     return v, float(log_r)
+
+
+def _log_space_variance(x, log_w, alpha) -> float:
+    """``Var_W[(e^x − 1)/α] = (E[e^{2x}] − E[e^x]²)/α²`` without forming ``e^{2x}``: the
+    variance when ``g²`` overflows although the weighted sum does not (a weighted pool
+    whose far particles carry tiny weights). ``inf`` only if the variance itself does."""
+    log_w = log_w - logsumexp(log_w)
+    l1, l2 = logsumexp(log_w + x), logsumexp(log_w + 2.0 * x)
+    gap = min(2.0 * l1 - l2, 0.0)  # ≤ 0 by Jensen, up to rounding
+    log_v = l2 + np.log(-np.expm1(gap)) - 2.0 * np.log(abs(alpha)) if gap < 0 else -np.inf
+    with np.errstate(over="ignore"):
+        return float(np.exp(log_v))
 
 
 class ConstantRateSchedule(Schedule):

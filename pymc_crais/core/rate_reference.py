@@ -29,7 +29,7 @@ import numpy as np
 from .adaptive import ConstantRateSchedule
 from .weights import logsumexp
 
-__all__ = ["RateReference", "reference_schedule", "reference_rate_for_steps"]
+__all__ = ["RateReference", "reference_rate_for_steps", "reference_schedule", "reference_total_rate"]
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,12 @@ def reference_schedule(schedule: ConstantRateSchedule, path, max_steps: int = 10
     return np.asarray(taus)
 
 
-def reference_rate_for_steps(reference: RateReference, path, n_steps: int, **rule) -> float:
+def reference_rate_for_steps(
+    reference: RateReference, path, n_steps: int, tol: float = 1e-3, **rule
+) -> float:
     """The rate δ whose constant-rate schedule on ``reference`` has about ``n_steps`` steps
-    (bisection on ``log δ``; ``rule``: the schedule's other options, e.g. ``max_dtau``).
+    (bisection on ``log δ`` to a relative ``tol``; ``rule``: the schedule's other options,
+    e.g. ``max_dtau``).
 
     The count is monotone in δ up to ties; when the step cap makes ``n_steps`` unreachable
     the largest δ that reaches the cap's count is returned.
@@ -134,6 +137,13 @@ def reference_rate_for_steps(reference: RateReference, path, n_steps: int, **rul
             lo = mid
         else:
             hi = mid
-        if hi - lo < 1e-3:
+        if hi - lo < tol:
             break
     return float(np.exp(hi))
+
+
+def reference_total_rate(reference: RateReference, path, n_sim: int = 400) -> float:
+    """The path's length ``T`` in the rule's units (steps ≈ T / δ, no step cap) from the
+    rule run on ``reference``: ``δ · n_sim`` with δ the rate of ``n_sim`` steps
+    (:func:`reference_rate_for_steps`, to 1 %)."""
+    return float(n_sim * reference_rate_for_steps(reference, path, n_sim, tol=0.01, max_dtau=1.0))

@@ -12,6 +12,7 @@ import time
 from ..core.adaptive import ConstantRateSchedule
 from ..core.anneal import ParamsByTau
 from ..core.paths import make_path
+from ..core.rate_reference import reference_rate_for_steps
 from ..core.schedules import FixedSchedule, interpolate_schedule
 from .anneal_chain import run_anneal_chains
 from .options import RunOptions, check_int, check_rate, is_auto
@@ -146,11 +147,18 @@ def sample_crais(
     c, total = pilot.c, pilot.total
     path = make_path(alpha, c)
 
-    # 2. tuning run; with delta="auto" its length is brought near n_tune_steps
+    # 2. tuning run; with delta="auto" its length is brought near n_tune_steps (on the
+    # pilot's reference the rule's schedule is known before the run: δ found by bisection)
+    if auto and pilot.reference is not None:
+        rate = reference_rate_for_steps(
+            pilot.reference, path, n_tune_steps, tol=0.02, min_dtau=min_step, max_dtau=max_step, v_min=v_min
+        )
+    else:
+        rate = rate_for_steps(total, n_tune_steps) if auto else delta
     tuning = constant_rate_tuning(
         setup,
         path,
-        rate_for_steps(total, n_tune_steps) if auto else delta,
+        rate,
         draws=tune_draws,
         max_steps=min(max_steps, 4 * n_tune_steps) if auto else max_steps,
         n_target=n_tune_steps if auto else None,

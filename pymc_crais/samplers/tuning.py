@@ -23,7 +23,7 @@ from ..core.adaptive import ConstantRateSchedule
 from ..core.anneal import AnnealResult, anneal
 from ..core.particles import ParticleState
 from ..core.paths import make_path
-from ..core.rate_reference import RateReference, reference_schedule
+from ..core.rate_reference import RateReference, reference_total_rate
 from ..core.schedules import FixedSchedule, Schedule, exponential_schedule, make_fixed_schedule
 from ..warnings import MaxStepsWarning
 from .pipeline import RunSetup, fresh_kernel
@@ -121,19 +121,6 @@ class RateProbe:
         # the last recorded τ is < 1; the integrand there covers the rest
         tail = vals[-1] * (1.0 - taus[-1]) if taus.size > 1 else 0.0
         return float(head + body + tail)
-
-
-def reference_total_rate(reference: RateReference, path, n_sim: int = 400) -> float:
-    """The path's length ``T`` in the rule's units (steps ≈ T / δ, no step cap) from the
-    rule run on ``reference``: ``δ · steps`` at a δ giving about ``n_sim`` steps."""
-    rate = 1.0
-    for _ in range(3):
-        sched = ConstantRateSchedule(rate, reference=reference, max_dtau=1.0)
-        m = reference_schedule(sched, path, max_steps=20 * n_sim).size - 1
-        if 0.5 * n_sim <= m <= 2 * n_sim:
-            break
-        rate *= m / n_sim
-    return float(rate * m)
 
 
 def pilot_run(rng, density, x0, kernel, schedule=None, probe: RateProbe | None = None):
