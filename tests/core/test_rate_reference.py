@@ -137,3 +137,24 @@ def test_reference_validation():
         ConstantRateSchedule(0.1, reference=np.zeros(3))
     with pytest.raises(ValueError, match="reference"):
         reference_schedule(ConstantRateSchedule(0.1), make_path(0.5))
+
+
+def test_rate_variance_survives_overflowing_g_squared():
+    """A weighted pool whose far particles carry tiny weights: ``g²`` overflows but the
+    weighted variance is finite; it is computed in log space and agrees with the direct
+    formula where that one is finite."""
+    path = make_path(1.0, 0.0)
+    rng = np.random.default_rng(1)
+    delta = rng.normal(0.0, 1.0, size=50)
+    lw = rng.normal(size=50)
+    v_direct, log_r = rate_statistics(delta, lw, 0.0, path, weighted=True)
+    from pymc_crais.core.adaptive import _log_space_variance
+
+    z = delta - log_r  # τ = 0: a = Δ − c
+    assert _log_space_variance(z, lw, 1.0) == pytest.approx(v_direct, rel=1e-9)
+    # one particle 400 nats up with weight e^{-500}: g² = e^{800} overflows, v ≈ e^{300}
+    delta2 = np.append(delta, 400.0)
+    lw2 = np.append(lw, -500.0)
+    v, _ = rate_statistics(delta2, lw2, 0.0, path, weighted=True)
+    # normalized weight e^{-500 - logsumexp(lw)} times u² = e^{2(400 - log r)}
+    assert np.isfinite(v) and np.log(v) == pytest.approx(300.0 - logsumexp(lw) - 2 * log_r, abs=0.05)
