@@ -61,7 +61,10 @@ def sample_crais(
        particles on a 32-step exponential schedule. It fixes the scale shift ``c`` of a
        power-mean path (its ``log Ẑ``) and, for ``delta="auto"``, measures the integral
        ``T`` of the constant-rate objective along the path, so that ``δ = T / n_tune_steps``
-       gives a tuning run of about ``n_tune_steps`` steps.
+       gives a tuning run of about ``n_tune_steps`` steps. For ``alpha != 0`` it always
+       runs: its stages, pooled, give the constant-rate rule's statistics (the particles
+       of a power-mean path miss the mass of a target much narrower than ``q0``), and
+       ``delta="auto"`` is found on them by bisection.
     2. **Tuning run**: ``tune_draws`` particles annealed with the constant-rate rule: each
        step lowers the α-divergence to the target by about δ. Its schedule is kept.
     3. **Final run**: per chain, *fresh* particles annealed on that fixed schedule —
@@ -74,6 +77,9 @@ def sample_crais(
         Particles per chain in the final run.
     alpha : float, default 0.0
         Power-mean exponent (0 geometric / inverse KL, 1 arithmetic; negative allowed).
+        With ``alpha != 0`` start near the posterior (``init="laplace"``): from the prior,
+        a posterior much narrower than it is never reached by the particles of a
+        power-mean path, whatever the schedule (docs/paths.md).
     delta : float or "auto", default "auto"
         Rate δ > 0 of the tuning run (steps ∝ 1/δ; problem-scale dependent). ``"auto"``
         derives it from the pilot so the tuning run has about ``n_tune_steps`` steps.
