@@ -66,6 +66,7 @@ from pymc_crais.core import HMC, anneal, make_fixed_schedule, make_path
 from pymc_crais.core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from pymc_crais.core.anneal import ParamsByTau
 from pymc_crais.core.kernels import HMCParams
+from pymc_crais.core.rate_reference import RateReference, reference_rate_for_steps
 from pymc_crais.core.schedules import FixedSchedule, exponential_schedule, interpolate_schedule
 
 MAX_STEP = 0.125
@@ -133,24 +134,38 @@ def _replay(res) -> ParamsByTau:
 
 def pilot(rng, density, ks: KernelSetting):
     """Geometric AIS with 256 particles on a 32-step exponential schedule (as sample_crais):
-    ``log Ẑ_pilot`` (the power-mean scale shift) and ``T = log Ẑ_pilot − mean Δ(q0)``."""
+    ``log Ẑ_pilot`` (the power-mean scale shift), ``T = log Ẑ_pilot − mean Δ(q0)`` and its
+    stages pooled (the constant-rate rule's reference for α ≠ 0, as sample_crais)."""
     x0 = density.sample_q0(rng, PILOT_N)
     mean_delta0 = float(np.mean(density.evaluate(x0).delta))
-    res = anneal(rng, density, x0, make_path(0.0), make_fixed_schedule(exponential_schedule(32, tau_min=1e-6)),
+    stages = []
+
+    class Recording(FixedSchedule):
+        def next_tau(self, stage, tau, state, log_weights, path):
+            stages.append((tau, state.delta.copy(), np.array(log_weights, dtype=float)))
+            return super().next_tau(stage, tau, state, log_weights, path)
+
+    res = anneal(rng, density, x0, make_path(0.0), Recording(exponential_schedule(32, tau_min=1e-6)),
                  ks.kernel(), kernel_params=ks.params())
+    stages.append((1.0, res.state.delta, res.log_weights))
+    ref = RateReference.from_geometric_stages(*zip(*stages, strict=True))
     log_z = res.log_marginal_likelihood
-    return log_z, max(log_z - mean_delta0, 1e-12)
+    return log_z, max(log_z - mean_delta0, 1e-12), ref
 
 
-def tune_constant_rate(rng, density, n, path, ks, target_steps, total):
-    """Search δ so that the constant-rate tuning run has ``target_steps`` steps (± 12.5 %)."""
-    delta = total / target_steps
+def tune_constant_rate(rng, density, n, path, ks, target_steps, total, reference=None):
+    """Search δ so that the constant-rate tuning run has ``target_steps`` steps (± 12.5 %);
+    with a ``reference`` (α ≠ 0) the rule's statistics come from it."""
+    if reference is not None:  # the rule's schedule on the reference is known: bisection
+        delta = reference_rate_for_steps(reference, path, target_steps, tol=0.02, max_dtau=MAX_STEP)
+    else:
+        delta = total / target_steps
     best = None
     for _ in range(4):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="max_steps=", category=RuntimeWarning)
-            res = _run(rng, density, n, path, ConstantRateSchedule(delta, max_step=MAX_STEP), ks,
-                       max_steps=4 * target_steps)
+            res = _run(rng, density, n, path, ConstantRateSchedule(delta, max_step=MAX_STEP, reference=reference),
+                       ks, max_steps=4 * target_steps)
         m = res.n_stages
         if best is None or (not res.hit_max_steps and abs(m - target_steps) < abs(best[1].n_stages - target_steps)):
             best = (delta, res)
@@ -164,7 +179,7 @@ def tune_constant_rate(rng, density, n, path, ks, target_steps, total):
 
 
 def run_methods(target, ks: KernelSetting, n, m, seed, alphas, methods, adaptive_max_step=MAX_STEP,
-                scale_shift="pilot"):
+                scale_shift="pilot", rate_statistics="reference"):
     """All methods on one target, kernel setting and seed; dict method -> record.
 
     ``scale_shift``: the power-mean paths' ``c``, the pilot's ``log Ẑ`` (``"pilot"``, as
@@ -206,7 +221,7 @@ def run_methods(target, ks: KernelSetting, n, m, seed, alphas, methods, adaptive
     if "crais" in methods or "crais*" in methods:
         t0, e0 = time.perf_counter(), density.n_evals
         prng = rng_for(20)
-        pilot_log_z, total = pilot(prng, density, ks)
+        pilot_log_z, total, reference = pilot(prng, density, ks)
         pilot_evals, pilot_t = density.n_evals - e0, time.perf_counter() - t0
         for j, alpha in enumerate(alphas):
             c = target.log_z if scale_shift == "exact" else pilot_log_z
@@ -216,7 +231,8 @@ def run_methods(target, ks: KernelSetting, n, m, seed, alphas, methods, adaptive
                     continue
                 t1, e1 = time.perf_counter() - pilot_t, density.n_evals - pilot_evals
                 rng = rng_for(100 + 10 * j + k)
-                delta, tres = tune_constant_rate(rng, density, n, path, ks, steps, total)
+                ref = reference if (alpha != 0.0 and rate_statistics == "reference") else None
+                delta, tres = tune_constant_rate(rng, density, n, path, ks, steps, total, ref)
                 tuned = np.concatenate([[0.0], tres.stages["tau"]])
                 final = interpolate_schedule(tuned, m) if interp else tuned
                 res = _run(rng, density, n, path, FixedSchedule(final, name=key), ks, replay=_replay(tres))
@@ -321,6 +337,9 @@ def main(argv=None):
     parser.add_argument("--methods", nargs="+", default=[*FIXED, "ess", "cess", "crais", "crais*"])
     parser.add_argument("--scale-shift", default="pilot", choices=["pilot", "exact"],
                         help="c of the α ≠ 0 paths: the pilot's log Z (as sample_crais) or the exact one")
+    parser.add_argument("--rate-statistics", default="reference", choices=["reference", "particles"],
+                        help="α ≠ 0: the constant-rate statistics from the pooled pilot (as sample_crais) "
+                             "or from the annealed particles (before issue 15)")
     parser.add_argument("--adaptive-max-step", type=float, default=MAX_STEP, help="max Δτ of the ess/cess rules")
     parser.add_argument("--quick", action="store_true", help="d=16, N=256, M=16, 2 seeds (smoke test)")
     parser.add_argument("--json", default=None, help="also write all per-seed records here")
@@ -341,7 +360,7 @@ def main(argv=None):
 
     t_start = time.perf_counter()
     print(f"# bench_synthetic: N={args.n}, M={args.m}, seeds={args.seeds}, kernels={args.kernels}, "
-          f"alphas={args.alphas}, scale shift {args.scale_shift}; {platform.machine()}, {os.cpu_count()} cores, "
+          f"alphas={args.alphas}, scale shift {args.scale_shift}, rate statistics {args.rate_statistics}; {platform.machine()}, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.2f}", flush=True)
     all_records = {}
     for d in args.d:
@@ -351,7 +370,7 @@ def main(argv=None):
                 ks = KernelSetting(ks_name, d)
                 for seed in range(args.seeds):
                     rec = run_methods(target, ks, args.n, args.m, seed, args.alphas, set(args.methods),
-                                      args.adaptive_max_step, args.scale_shift)
+                                      args.adaptive_max_step, args.scale_shift, args.rate_statistics)
                     all_records.setdefault(f"{d}/{ks_name}/{tname}", []).append(rec)
                     print(f"  d={d} {ks_name} {tname} seed {seed}: " + ", ".join(
                         f"{k} {v['error']:.3g} (M {v['M']})" for k, v in rec.items())

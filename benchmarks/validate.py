@@ -3,12 +3,13 @@
     python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
         [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
-        [--speed] [--init prior|laplace|auto]
+        [--speed] [--init prior|laplace|auto] [--kwargs '{"alpha": 0.5}']
 
 Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
 as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
-``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``, and ``init`` with
-``--init``, to compare starts; ``pm_smc`` ignores it):
+``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``; ``init`` with
+``--init``, to compare starts, which ``pm_smc`` ignores; and any sampler options given as JSON
+with ``--kwargs``; both are recorded in the results and part of their key):
 
 * ``smc``: ``pmc.sample_smc()``; ``crais``: ``pmc.sample_crais()``; ``ais``:
   ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
@@ -100,7 +101,8 @@ def _our_evals(idata) -> int:
 
 
 def run_one(
-    case_name: str, sampler: str, chains: int, seed: int, draws: int | None, init: str | None = None
+    case_name: str, sampler: str, chains: int, seed: int, draws: int | None,
+    init: str | None = None, kwargs: dict | None = None,
 ) -> dict:
     """One sampler call on one case, in this process; returns the record."""
     import warnings
@@ -117,8 +119,11 @@ def run_one(
         kw["draws"] = draws
     if init is not None and sampler != "pm_smc":
         kw["init"] = init
+    kw.update(kwargs or {})
     rec = {"init": init, "case": case_name, "sampler": sampler, "chains": chains, "seed": seed, "draws": draws,
            "reference": inst.log_z, "reference_mcse": inst.log_z_mcse}  # fmt: skip
+    if kwargs:
+        rec["kwargs"] = kwargs
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -166,7 +171,21 @@ def run_one(
 def _key(rec_or_args) -> str:
     r = rec_or_args
     key = f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
-    return key if r.get("init") is None else f"{key}|init={r['init']}"
+    if r.get("init") is not None:
+        key += f"|init={r['init']}"
+    if r.get("kwargs"):
+        key += "|kwargs=" + json.dumps(r["kwargs"], sort_keys=True)
+    return key
+
+
+def _kwargs(args) -> dict | None:
+    """The ``--kwargs`` JSON as a dict (``None`` when not given)."""
+    if not getattr(args, "kwargs", None):
+        return None
+    kw = json.loads(args.kwargs)
+    if not isinstance(kw, dict):
+        raise ValueError(f"--kwargs must be a JSON object, got {args.kwargs!r}")
+    return kw
 
 
 def run_in_subprocess(case, sampler, args, draws) -> dict:
@@ -178,6 +197,8 @@ def run_in_subprocess(case, sampler, args, draws) -> dict:
         cmd += ["--draws", str(draws)]
     if args.init is not None:
         cmd += ["--init", args.init]
+    if args.kwargs:
+        cmd += ["--kwargs", args.kwargs]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
@@ -190,13 +211,13 @@ def run_in_subprocess(case, sampler, args, draws) -> dict:
         proc.communicate()
         Path(out).unlink(missing_ok=True)
         return {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
-                "draws": draws, "init": args.init, "status": "timeout", "wall_s": time.perf_counter() - t0,
+                "draws": draws, "init": args.init, "kwargs": _kwargs(args), "status": "timeout", "wall_s": time.perf_counter() - t0,
                 "warnings": []}  # fmt: skip
     try:
         rec = json.loads(Path(out).read_text())
     except (OSError, json.JSONDecodeError):
         rec = {"case": case, "sampler": sampler, "chains": args.chains, "seed": args.seed,
-               "draws": draws, "init": args.init, "status": "crash", "error_type": f"exit {proc.returncode}",
+               "draws": draws, "init": args.init, "kwargs": _kwargs(args), "status": "crash", "error_type": f"exit {proc.returncode}",
                "error_message": (log or "")[-500:], "wall_s": time.perf_counter() - t0,
                "warnings": []}  # fmt: skip
     Path(out).unlink(missing_ok=True)
@@ -393,6 +414,8 @@ def main(argv=None):
     ap.add_argument("--speed", action="store_true",
                     help="also print wall-time ratios against pm.sample_smc (defaults)")
     ap.add_argument("--init", default=None, help="init= for our samplers (default: theirs)")
+    ap.add_argument("--kwargs", default=None,
+                    help='sampler options as a JSON object, e.g. \'{"alpha": 0.5}\'')  # fmt: skip
     ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.list:
@@ -401,7 +424,7 @@ def main(argv=None):
 
     if args._worker:
         case, sampler, out = args._worker
-        rec = run_one(case, sampler, args.chains, args.seed, args.draws, args.init)
+        rec = run_one(case, sampler, args.chains, args.seed, args.draws, args.init, _kwargs(args))
         Path(out).write_text(json.dumps(rec))
         return
 
@@ -422,7 +445,7 @@ def main(argv=None):
         ref_type = get_case(name).reference
         for s in samplers:
             key = _key({"case": name, "sampler": s, "chains": args.chains, "seed": args.seed,
-                        "draws": draws, "init": args.init})  # fmt: skip
+                        "draws": draws, "init": args.init, "kwargs": _kwargs(args)})  # fmt: skip
             if key in store and not args.rerun:
                 rec = store[key]
             elif args.no_run:

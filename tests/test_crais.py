@@ -215,3 +215,18 @@ def test_final_run_replays_tuning_kernels_by_default():
     # same tuning run, same final particles at the start: only the kernels differ
     assert on.attrs["tune_log_marginal_likelihood"] == off.attrs["tune_log_marginal_likelihood"]
     assert on.chain_stats[0]["log_marginal_likelihood"] != off.chain_stats[0]["log_marginal_likelihood"]
+
+
+def test_power_mean_tuning_sees_a_narrow_posterior():
+    """α = ½ with a posterior much narrower than the prior (issue 15): the rule's statistics
+    come from the pilot's pooled stages, so the tuning run follows the rule rather than
+    hitting the 1/8 cap at every step (8 steps, as it did from its own particles)."""
+    case = em.normal_mean(n=200, sigma=0.5)
+    res = pmc.sample_crais(
+        draws=200, alpha=0.5, n_tune_steps=40, n_steps=50, random_seed=3, model=case.model,
+        return_inferencedata=False, **{**QUICK, "chains": 1},
+    )
+    assert res.attrs["rate_statistics"] == "pilot_reference"
+    steps = np.diff(np.concatenate([[0.0], res.extra_vars["tune_tau"][1]]))
+    assert 20 <= res.attrs["n_tune_steps"] <= 80 and not res.attrs["tune_hit_max_steps"]
+    assert np.mean(steps >= 0.125 * (1 - 1e-9)) < 0.5

@@ -23,7 +23,7 @@ import numpy as np
 from .schedules import Schedule
 from .weights import clean_log_weights, logsumexp
 
-__all__ = ["CESSSchedule", "ConstantRateSchedule", "ESSSchedule"]
+__all__ = ["CESSSchedule", "ConstantRateSchedule", "ESSSchedule", "rate_statistics"]
 
 
 def _check_rho(rho: float, name: str = "rho") -> float:
@@ -153,6 +153,50 @@ class CESSSchedule(_BisectionSchedule):
         return log_cess - np.log(self.rho * n)
 
 
+def rate_statistics(delta, log_weights, tau: float, path, weighted: bool) -> tuple[float, float]:
+    """The constant-rate rule's ``(v, log r)`` at τ from a population ``(Δ, log W)``.
+
+    ``a = (Δ − c) − h(τ, Δ)``, ``log r = log Σ W e^a − log Σ W`` (``Z_π / Z_τ``),
+    ``g = (e^{α(a − log r)} − 1)/α`` (``a − log r`` for α = 0) and ``v`` its variance, under
+    the normalized weights if ``weighted`` else over the particles. Fewer than two usable
+    particles give ``(0, 0)``.
+    """
+    delta = np.asarray(delta, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        a = (delta - path.c) - path.log_ratio(tau, delta)
+    log_w = clean_log_weights(log_weights)
+    valid = np.isfinite(a) & np.isfinite(log_w)
+    if valid.sum() < 2:
+        return 0.0, 0.0
+    a, log_w = a[valid], log_w[valid]
+    log_r = logsumexp(log_w + a) - logsumexp(log_w)
+    z = a - log_r
+    alpha = path.alpha
+    g = z if alpha == 0.0 else np.expm1(np.minimum(alpha * z, 700.0)) / alpha
+    with np.errstate(over="ignore", invalid="ignore"):
+        if weighted:
+            w = np.exp(log_w - logsumexp(log_w))
+            mean = np.dot(w, g)
+            v = float(np.dot(w, (g - mean) ** 2))
+        else:
+            v = float(np.var(g))
+    if not np.isfinite(v) and alpha != 0.0:
+        v = _log_space_variance(alpha * z, log_w if weighted else np.zeros_like(z), alpha)
+    return v, float(log_r)
+
+
+def _log_space_variance(x, log_w, alpha) -> float:
+    """``Var_W[(e^x − 1)/α] = (E[e^{2x}] − E[e^x]²)/α²`` without forming ``e^{2x}``: the
+    variance when ``g²`` overflows although the weighted sum does not (a weighted pool
+    whose far particles carry tiny weights). ``inf`` only if the variance itself does."""
+    log_w = log_w - logsumexp(log_w)
+    l1, l2 = logsumexp(log_w + x), logsumexp(log_w + 2.0 * x)
+    gap = min(2.0 * l1 - l2, 0.0)  # ≤ 0 by Jensen, up to rounding
+    log_v = l2 + np.log(-np.expm1(gap)) - 2.0 * np.log(abs(alpha)) if gap < 0 else -np.inf
+    with np.errstate(over="ignore"):
+        return float(np.exp(log_v))
+
+
 class ConstantRateSchedule(Schedule):
     """CR-AIS (Goshtasbpour et al. 2023, Algorithm 1) for a power-mean path of any α.
 
@@ -177,6 +221,13 @@ class ConstantRateSchedule(Schedule):
     min_dtau, max_dtau : float, default 0 and 1/8
         Bounds on ``τ' − τ`` (old names ``min_step``, ``max_step`` accepted).
     v_min : float, default 1e-3
+    reference : RateReference, optional
+        A fixed weighted population whose re-weighting to ``γ_τ`` gives ``v`` and ``r``
+        instead of the current particles (weighted variance; ``variance`` is then unused).
+        For α ≠ 0 the current particles of a target much narrower than ``q0`` carry none of
+        the mass that ``γ_τ`` puts near the target, so their ``r`` is off by hundreds of
+        nats and every step hits ``max_dtau``; a geometric pilot's stages, pooled
+        (:class:`~pymc_crais.core.rate_reference.RateReference`), do see that mass.
     """
 
     name = "constant_rate"
@@ -189,6 +240,7 @@ class ConstantRateSchedule(Schedule):
         max_dtau: float | None = _UNSET,
         v_min: float = 1e-3,
         *,
+        reference=None,
         delta: float = _UNSET,
         min_step: float | None = _UNSET,
         max_step: float | None = _UNSET,
@@ -208,29 +260,24 @@ class ConstantRateSchedule(Schedule):
         lo, lo_name = _alias("min_dtau", min_dtau, "min_step", min_step, 0.0)
         self.min_dtau, self.max_dtau = _check_dtau_bounds(lo, hi, (lo_name, hi_name))
         self.v_min = float(v_min)
+        if reference is not None and not (hasattr(reference, "delta") and hasattr(reference, "log_weights")):
+            raise TypeError(
+                "reference must be a RateReference (pymc_crais.core.rate_reference), "
+                f"got {type(reference).__name__}"
+            )
+        self.reference = reference
         self.last_v = np.nan  # objective of the most recent step (diagnostics)
 
     def rate_statistics(self, tau: float, state, log_weights, path) -> tuple[float, float]:
-        """``(v, log r)`` at τ for the current population (no model evaluation)."""
-        delta = state.delta
-        with np.errstate(invalid="ignore"):
-            a = (delta - path.c) - path.log_ratio(tau, delta)
-        log_w = clean_log_weights(log_weights)
-        valid = np.isfinite(a) & np.isfinite(log_w)
-        if valid.sum() < 2:
-            return 0.0, 0.0
-        a, log_w = a[valid], log_w[valid]
-        log_r = logsumexp(log_w + a) - logsumexp(log_w)
-        z = a - log_r
-        alpha = path.alpha
-        g = z if alpha == 0.0 else np.expm1(np.minimum(alpha * z, 700.0)) / alpha
-        if self.variance == "weighted":
-            w = np.exp(log_w - logsumexp(log_w))
-            mean = np.dot(w, g)
-            v = float(np.dot(w, (g - mean) ** 2))
-        else:
-            v = float(np.var(g))
-        return v, float(log_r)
+        """``(v, log r)`` at τ (no model evaluation): from the current population, or from
+        the :attr:`reference` population re-weighted to ``γ_τ`` when there is one."""
+        if self.reference is not None:
+            return rate_statistics(
+                self.reference.delta, self.reference.log_weights(tau, path), tau, path, True
+            )
+        return rate_statistics(
+            state.delta, log_weights, tau, path, self.variance == "weighted"
+        )
 
     def next_tau(self, stage, tau, state, log_weights, path) -> float:
         v, log_r = self.rate_statistics(tau, state, log_weights, path)
@@ -258,4 +305,5 @@ class ConstantRateSchedule(Schedule):
             "min_step": self.min_dtau,
             "max_step": self.max_dtau,
             "v_min": self.v_min,
+            "rate_statistics": "reference" if self.reference is not None else "particles",
         }

@@ -12,12 +12,13 @@ import time
 from ..core.adaptive import ConstantRateSchedule
 from ..core.anneal import ParamsByTau
 from ..core.paths import make_path
+from ..core.rate_reference import reference_rate_for_steps
 from ..core.schedules import FixedSchedule, interpolate_schedule
 from .anneal_chain import run_anneal_chains
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import finish, prepare
 from .runner import single_threaded_blas
-from .tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
+from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
 __all__ = ["sample_crais"]
 
@@ -62,7 +63,10 @@ def sample_crais(
        particles on a 32-step exponential schedule. It fixes the scale shift ``c`` of a
        power-mean path (its ``log Ẑ``) and, for ``delta="auto"``, measures the integral
        ``T`` of the constant-rate objective along the path, so that ``δ = T / n_tune_steps``
-       gives a tuning run of about ``n_tune_steps`` steps.
+       gives a tuning run of about ``n_tune_steps`` steps. For ``alpha != 0`` it always
+       runs: its stages, pooled, give the constant-rate rule's statistics (the particles
+       of a power-mean path miss the mass of a target much narrower than ``q0``), and
+       ``delta="auto"`` is found on them by bisection.
     2. **Tuning run**: ``tune_draws`` particles annealed with the constant-rate rule: each
        step lowers the α-divergence to the target by about δ. Its schedule is kept.
     3. **Final run**: per chain, *fresh* particles annealed on that fixed schedule —
@@ -75,6 +79,9 @@ def sample_crais(
         Particles per chain in the final run.
     alpha : float, default 0.0
         Power-mean exponent (0 geometric / inverse KL, 1 arithmetic; negative allowed).
+        With ``alpha != 0`` start near the posterior (``init="laplace"``): from the prior,
+        a posterior much narrower than it is never reached by the particles of a
+        power-mean path, whatever the schedule (docs/paths.md).
     delta : float or "auto", default "auto"
         Rate δ > 0 of the tuning run (steps ∝ 1/δ; problem-scale dependent). ``"auto"``
         derives it from the pilot so the tuning run has about ``n_tune_steps`` steps.
@@ -141,18 +148,30 @@ def sample_crais(
     }
 
     # 1. pilot: c for α ≠ 0 and the rate integral for delta="auto"
-    c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=auto)
+    # (for α ≠ 0 the rule's statistics come from the pilot's stages, pooled: issue 15)
+    pilot = path_pilot(
+        setup, alpha, scale_shift, attrs, need_rate=auto, need_reference=float(alpha) != 0.0
+    )
+    c, total = pilot.c, pilot.total
     path = make_path(alpha, c)
 
-    # 2. tuning run; with delta="auto" its length is brought near n_tune_steps
+    # 2. tuning run; with delta="auto" its length is brought near n_tune_steps (on the
+    # pilot's reference the rule's schedule is known before the run: δ found by bisection)
+    if auto and pilot.reference is not None:
+        rate = reference_rate_for_steps(
+            pilot.reference, path, n_tune_steps, tol=0.02, min_dtau=min_step, max_dtau=max_step, v_min=v_min
+        )
+    else:
+        rate = rate_for_steps(total, n_tune_steps) if auto else delta
     tuning = constant_rate_tuning(
         setup,
         path,
-        rate_for_steps(total, n_tune_steps) if auto else delta,
+        rate,
         draws=tune_draws,
         max_steps=min(max_steps, 4 * n_tune_steps) if auto else max_steps,
         n_target=n_tune_steps if auto else None,
         n_mcmc_steps=n_mcmc_steps,
+        reference=pilot.reference,
         label="CR-AIS tuning",
         **rule,
     )
@@ -168,6 +187,7 @@ def sample_crais(
             "min_step": float(min_step or 0.0),
             "max_step": float(max_step if max_step is not None else 1.0),
             "v_min": float(v_min),
+            "rate_statistics": "pilot_reference" if pilot.reference is not None else "particles",
             "n_tune_steps": int(tuned.size - 1),
             "n_tune_steps_target": int(n_tune_steps),
             "n_tune_attempts": tuning.n_attempts,

@@ -23,6 +23,7 @@ from ..core.adaptive import ConstantRateSchedule
 from ..core.anneal import AnnealResult, anneal
 from ..core.particles import ParticleState
 from ..core.paths import make_path
+from ..core.rate_reference import RateReference, reference_total_rate
 from ..core.schedules import FixedSchedule, Schedule, exponential_schedule, make_fixed_schedule
 from ..warnings import MaxStepsWarning
 from .pipeline import RunSetup, fresh_kernel
@@ -30,10 +31,12 @@ from .progress import ChainProgress, stage_callback
 
 __all__ = [
     "PILOT_DRAWS",
+    "Pilot",
     "RateProbe",
     "RateTuning",
     "constant_rate_run",
     "constant_rate_tuning",
+    "path_pilot",
     "pilot_run",
     "rate_for_steps",
     "rate_pilot_schedule",
@@ -74,6 +77,18 @@ class RateProbe:
                 return schedule.next_tau(stage, tau, state, log_weights, path)
 
         return Recording()
+
+    def reference(self, final=None) -> RateReference:
+        """The recorded stages (plus ``final = (Δ, log w)`` at τ = 1) pooled into one
+        weighted population (:meth:`RateReference.from_geometric_stages`)."""
+        taus = [t for t, _, _ in self.samples]
+        deltas = [d for _, d, _ in self.samples]
+        log_ws = [lw for _, _, lw in self.samples]
+        if final is not None:
+            taus.append(1.0)
+            deltas.append(np.asarray(final[0], dtype=float))
+            log_ws.append(np.asarray(final[1], dtype=float))
+        return RateReference.from_geometric_stages(taus, deltas, log_ws)
 
     def total_rate(self, log_z: float, c: float) -> float:
         """The path's length ``T`` in the rule's units (steps ≈ T / δ).
@@ -123,41 +138,88 @@ def rate_for_steps(total: float, n_steps: int) -> float:
     return max(total / n_steps, 1e-12) if np.isfinite(total) else 1.0
 
 
+@dataclass(frozen=True)
+class Pilot:
+    """What the pilot gives a run.
+
+    Attributes
+    ----------
+    c : float
+        The scale shift of the path.
+    total : float
+        The path's length ``T`` in the constant-rate rule's units (NaN unless asked for).
+    reference : RateReference or None
+        For α ≠ 0, the pilot's stages pooled (the constant-rate rule's statistics).
+    """
+
+    c: float
+    total: float
+    reference: RateReference | None = None
+
+
 def scale_shift_pilot(
     setup: RunSetup, alpha, scale_shift, attrs: dict, *, schedule=None, need_rate=False
 ) -> tuple[float, float]:
-    """The scale shift ``c`` of the path and, if ``need_rate``, the path's length ``T``.
+    """``(c, T)`` of :func:`path_pilot` (the scale shift and, if ``need_rate``, the path's
+    length ``T``; ``T`` is NaN otherwise)."""
+    pilot = path_pilot(setup, alpha, scale_shift, attrs, schedule=schedule, need_rate=need_rate)
+    return pilot.c, pilot.total
+
+
+def path_pilot(
+    setup: RunSetup,
+    alpha,
+    scale_shift,
+    attrs: dict,
+    *,
+    schedule=None,
+    need_rate=False,
+    need_reference=False,
+) -> Pilot:
+    """The scale shift ``c`` of the path, the path's length ``T`` if ``need_rate``, and
+    for α ≠ 0 the constant-rate rule's reference population.
 
     ``scale_shift`` is a float (``c`` as given), ``"pilot"`` (``c`` = the pilot's
     ``log Ẑ``) or ``None`` (0 for ``alpha = 0``, ``"pilot"`` otherwise). One pilot with
-    ``min(draws, 256)`` particles serves both, on ``schedule`` (default
-    :func:`rate_pilot_schedule`). Records ``c``, ``scale_shift`` and ``n_logp_evals_pilot``
-    in ``attrs``. Returns ``(c, T)`` (``T`` NaN unless ``need_rate``).
+    ``min(draws, 256)`` particles serves all three, on ``schedule`` (default
+    :func:`rate_pilot_schedule`); it runs only when one of them is needed. For α ≠ 0 with
+    ``need_rate`` or ``need_reference`` its stages, pooled
+    (:class:`~pymc_crais.core.rate_reference.RateReference`), give the rule's statistics and
+    ``T``, whose estimate from the particles of the power-mean path itself misses the
+    target's mass (issue 15). Records ``c``, ``scale_shift`` and ``n_logp_evals_pilot`` in
+    ``attrs``.
     """
     if isinstance(scale_shift, str) and scale_shift != "pilot":
         raise ValueError(f"scale_shift must be a float, 'pilot' or None, got {scale_shift!r}")
-    need_c = (scale_shift is None and float(alpha) != 0.0) or scale_shift == "pilot"
+    alpha = float(alpha)
+    need_c = (scale_shift is None and alpha != 0.0) or scale_shift == "pilot"
     if not need_c and scale_shift is not None:
         c = float(scale_shift)
         if not np.isfinite(c):
             raise ValueError(f"scale_shift must be finite, got {scale_shift!r}")
     else:
         c = 0.0
-    total, n_pilot = float("nan"), 0
-    if need_c or need_rate:
-        probe = RateProbe(alpha) if need_rate else None
+    total, n_pilot, reference = float("nan"), 0, None
+    want_reference = alpha != 0.0 and (need_rate or need_reference)
+    if need_c or need_rate or want_reference:
+        probe = RateProbe(alpha) if (need_rate or want_reference) else None
         before = setup.density.n_evals
         x0 = setup.draw(setup.aux_rng, min(setup.draws, PILOT_DRAWS))
         res = pilot_run(setup.aux_rng, setup.density, x0, fresh_kernel(setup), schedule, probe)
         n_pilot = setup.density.n_evals - before
         if need_c:
             c = res.log_marginal_likelihood
+        if want_reference:
+            reference = probe.reference(final=(res.state.delta, res.log_weights))
         if need_rate:
-            total = probe.total_rate(res.log_marginal_likelihood, c)
+            if reference is not None:
+                total = reference_total_rate(reference, make_path(alpha, c))
+            else:
+                total = probe.total_rate(res.log_marginal_likelihood, c)
     attrs.update(
         {"c": c, "scale_shift": "pilot" if need_c else "fixed", "n_logp_evals_pilot": n_pilot}
     )
-    return c, total
+    return Pilot(c, total, reference)
 
 
 @dataclass(frozen=True)
@@ -217,6 +279,7 @@ def constant_rate_run(
     min_step: float | None = 0.0,
     max_step: float | None = 0.125,
     v_min: float = 1e-3,
+    reference: RateReference | None = None,
     n_mcmc_steps: int = 1,
     warn_at_cap: bool = True,
     progressbar: bool = False,
@@ -229,7 +292,9 @@ def constant_rate_run(
     rescaled (steps are about proportional to ``1/δ``), at most 3 times: the run is accepted
     when it has between ``n_target / 2`` and ``2 n_target`` steps, or fewer only because
     ``max_step`` clips most of them. A :class:`~pymc_crais.warnings.MaxStepsWarning` of an
-    attempt that is retried is not shown; ``warn_at_cap=False`` silences it always.
+    attempt that is retried is not shown; ``warn_at_cap=False`` silences it always. With a
+    ``reference`` (α ≠ 0, from :func:`path_pilot`) the rule's statistics come from it
+    rather than from the annealed particles.
     """
     before = density.n_evals
     n_attempts = 0
@@ -237,7 +302,12 @@ def constant_rate_run(
         n_attempts += 1
         used = delta
         schedule = ConstantRateSchedule(
-            delta, variance=variance, min_step=min_step, max_step=max_step, v_min=v_min
+            delta,
+            variance=variance,
+            min_step=min_step,
+            max_step=max_step,
+            v_min=v_min,
+            reference=reference,
         )
         with warnings.catch_warnings():
             if not warn_at_cap or (n_target is not None and attempt < 3):
