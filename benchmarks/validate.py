@@ -3,6 +3,7 @@
     python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
         [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
+        [--kwargs JSON]
 
 Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
 as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
@@ -25,6 +26,10 @@ pilot/tuning/Laplace evaluations; PyMC: counted). A run *misses* when
 ``|error| > 3 · MCSE`` or ``|error|`` exceeds 0.1 nat (exact reference) / 0.3 nat (reference
 case) plus 3 × the reference's own MCSE; a miss without an ``UnreliableEvidenceWarning`` is
 *silent*.
+
+``--kwargs '{"waste_free": true}'`` adds keyword arguments to our samplers' calls (not
+``pm.sample_smc``'s), to compare a non-default option with the defaults; they are part of
+the stored key.
 
 Raw results accumulate in ``--results`` (default ``benchmarks/out/validate.json``; a run
 already there with the same settings is skipped, so the suite can be run in chunks); the
@@ -90,7 +95,8 @@ def _our_evals(idata) -> int:
     return int(np.sum(st["n_logp_evals"].values)) + sum(int(st.attrs.get(k, 0)) for k in extra)
 
 
-def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | None) -> dict:
+def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | None,
+            extra: dict | None = None) -> dict:  # fmt: skip
     """One sampler call on one case, in this process; returns the record."""
     import warnings
 
@@ -127,7 +133,7 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
             else:
                 fn = {"smc": pmc.sample_smc, "crais": pmc.sample_crais, "ais": pmc.sample_ais,
                       "rts": pmc.sample_rts}[sampler]  # fmt: skip
-                idata = fn(**kw)
+                idata = fn(**kw, **(extra or {}))
                 log_z, mcse = pmc.log_marginal_likelihood(idata)
                 per_chain = np.asarray(
                     idata["sample_stats"]["log_marginal_likelihood"].values, float
@@ -150,7 +156,8 @@ def run_one(case_name: str, sampler: str, chains: int, seed: int, draws: int | N
 
 def _key(rec_or_args) -> str:
     r = rec_or_args
-    return f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
+    key = f"{r['case']}|{r['sampler']}|chains={r['chains']}|seed={r['seed']}|draws={r['draws']}"
+    return key + (f"|kwargs={r['kwargs']}" if r.get("kwargs") else "")
 
 
 def run_in_subprocess(case, sampler, args, draws) -> dict:
@@ -160,6 +167,8 @@ def run_in_subprocess(case, sampler, args, draws) -> dict:
            "--_worker", case, sampler, out, "--chains", str(args.chains), "--seed", str(args.seed)]  # fmt: skip
     if draws is not None:
         cmd += ["--draws", str(draws)]
+    if args.kwargs:
+        cmd += ["--kwargs", args.kwargs]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
@@ -327,6 +336,7 @@ def main(argv=None):
     ap.add_argument("--rerun", action="store_true", help="ignore stored results")
     ap.add_argument("--no-run", action="store_true", help="only tabulate stored results")
     ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
+    ap.add_argument("--kwargs", default=None, help="JSON dict of extra keyword arguments")
     ap.add_argument("--_worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.list:
@@ -335,7 +345,9 @@ def main(argv=None):
 
     if args._worker:
         case, sampler, out = args._worker
-        rec = run_one(case, sampler, args.chains, args.seed, args.draws)
+        extra = json.loads(args.kwargs) if args.kwargs else None
+        rec = run_one(case, sampler, args.chains, args.seed, args.draws, extra)
+        rec["kwargs"] = args.kwargs
         Path(out).write_text(json.dumps(rec))
         return
 
@@ -356,7 +368,7 @@ def main(argv=None):
         ref_type = get_case(name).reference
         for s in samplers:
             key = _key({"case": name, "sampler": s, "chains": args.chains, "seed": args.seed,
-                        "draws": draws})  # fmt: skip
+                        "draws": draws, "kwargs": args.kwargs})  # fmt: skip
             if key in store and not args.rerun:
                 rec = store[key]
             elif args.no_run:
