@@ -78,7 +78,10 @@ def test_final_run_is_fresh_and_uses_the_interpolated_schedule():
     assert st.attrs["tune_log_marginal_likelihood"] not in set(lml)
     assert len(set(lml)) == 4
     assert st.attrs["n_steps"] == 77 and st.attrs["interpolated"] == 1
-    assert (st["n_logp_evals"].values == 500 * (1 + 77 * 3)).all()
+    # the final run replays the tuning run's kernels (their n_leapfrog included): the same
+    # cost in every chain, 1 to 10 leapfrog steps per stage
+    evals = st["n_logp_evals"].values
+    assert (evals == evals[0]).all() and 500 * (1 + 77) <= evals[0] <= 500 * (1 + 77 * 10)
 
 
 def test_schedule_can_be_reused_from_a_result():

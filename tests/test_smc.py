@@ -65,6 +65,21 @@ def test_smc_rejects_start_and_bad_options():
         pmc.sample_smc(draws=100, resample="sometimes", model=case.model, **QUICK)
     with pytest.raises(TypeError, match="unexpected"):
         pmc.sample_smc(draws=100, frobnicate=1, model=case.model, **QUICK)
+    with pytest.raises(ValueError, match="waste_free"):
+        pmc.sample_smc(draws=100, waste_free=1, model=case.model, **QUICK)
+    with pytest.raises(ValueError, match="n_mcmc_steps"):
+        pmc.sample_smc(draws=100, n_mcmc_steps="often", model=case.model, **QUICK)
+
+
+def test_waste_free_smc_exact_evidence():
+    """waste_free=True: chains of P = 10 states from N/10 resampled particles per stage."""
+    case = em.normal_mean()
+    idata = pmc.sample_smc(draws=1000, waste_free=True, random_seed=25, model=case.model, **QUICK)
+    _check(idata, case.log_z, 0.1)
+    st = idata.sample_stats
+    assert st.attrs["waste_free"] == 10
+    n = int(st["n_stages"].values[0])
+    np.testing.assert_array_equal(st["mcmc_steps"].values[0, : n - 1], 9)
 
 
 def _pm_chain_log_z(idata):

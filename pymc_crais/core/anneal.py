@@ -65,6 +65,12 @@ class AnnealOptions:
         tuning from the population (no re-tuning between moves either). Kernels fixed in
         advance keep AIS exactly unbiased for ``Z``; population-tuned kernels carry an
         O(1/N) bias (docs/algorithms.md, "Adaptation bias").
+    waste_free : int, default 0
+        ``P ≥ 2``: waste-free SMC (Dau & Chopin 2022). A resampling stage draws only
+        ``M = ⌈N / P⌉`` particles, each starts a chain of ``P`` states (``P − 1``
+        transitions), and all states (cut to ``N``) are the new, equally weighted
+        population (:meth:`~pymc_crais.core.moves.Moves.run_chains`); stages without
+        resampling move as ``moves`` says. 0: off.
     """
 
     moves: Moves = field(default_factory=Moves)
@@ -72,10 +78,15 @@ class AnnealOptions:
     max_stages: int = 100_000
     tune_from_weights: bool = False
     kernel_params: Callable | None = None
+    waste_free: int = 0
 
     def __post_init__(self):
         if int(self.max_stages) != self.max_stages or self.max_stages < 1:
             raise ValueError(f"max_steps must be a positive integer, got {self.max_stages}")
+        if int(self.waste_free) != self.waste_free or self.waste_free == 1 or self.waste_free < 0:
+            raise ValueError(
+                f"waste_free must be 0 (off) or a chain length >= 2, got {self.waste_free!r}"
+            )
         self.resampling.check_scheme()
 
     @classmethod
@@ -85,6 +96,7 @@ class AnnealOptions:
         n_mcmc_steps: int | str = 1,
         max_mcmc_steps: int = 20,
         correlation_threshold: float = 0.01,
+        max_correlation: float = 0.1,
         resample: str = "never",
         threshold: float = 0.5,
         resampler: str = "systematic",
@@ -92,15 +104,18 @@ class AnnealOptions:
         max_steps: int | None = None,
         tune_from_weights: bool = False,
         kernel_params: Callable | None = None,
+        waste_free: int = 0,
     ) -> AnnealOptions:
         """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
         of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy)."""
         if max_stages is not None and max_steps is not None:
             raise TypeError("pass max_stages or its old name max_steps, not both")
         resampling = ResamplingPolicy(resample, threshold, resampler)
-        moves = Moves.from_setting(n_mcmc_steps, max_mcmc_steps, correlation_threshold)
+        moves = Moves.from_setting(
+            n_mcmc_steps, max_mcmc_steps, correlation_threshold, max_correlation
+        )
         cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
-        return cls(moves, resampling, cap, tune_from_weights, kernel_params)
+        return cls(moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free))
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -159,22 +174,29 @@ def _reweight(loop: _Loop, path: AnnealingPath, tau_new: float) -> tuple[float, 
     return log_z_inc, ess_from_log_weights(loop.log_w)
 
 
-def _resample(loop: _Loop, rng, policy: ResamplingPolicy, ess: float, tau_new: float) -> bool:
-    """Resample if the policy wants it (never at τ = 1); returns whether it did."""
+def _resample(
+    loop: _Loop, rng, policy: ResamplingPolicy, ess: float, tau_new: float, waste_free: int
+) -> bool:
+    """Resample if the policy wants it (never at τ = 1); returns whether it did. Waste-free
+    (chain length ``P``): draw ``⌈N / P⌉`` particles, the starts of the stage's chains."""
     n = loop.state.n
     if not (policy.wants(ess, n) and tau_new < 1.0):
         return False
     loop.log_z_var += log_z_relative_variance(loop.log_w)
-    idx = policy.indices(rng, np.exp(loop.log_w - logsumexp(loop.log_w)), n)
+    m = -(-n // waste_free) if waste_free else n
+    idx = policy.indices(rng, np.exp(loop.log_w - logsumexp(loop.log_w)), m)
     loop.state = loop.state.take(idx)
     loop.eve = loop.eve[idx]
     loop.n_resamplings += 1
-    loop.log_w = np.zeros(n)
+    loop.log_w = np.zeros(m)
     return True
 
 
-def _move(loop: _Loop, rng, kernel, density, path, tau_new, opts: AnnealOptions) -> MoveResult:
-    """Tune (or look up) the kernel, then make the stage's transitions."""
+def _move(
+    loop: _Loop, rng, kernel, density, path, tau_new, opts: AnnealOptions, n_total: int
+) -> MoveResult:
+    """Tune (or look up) the kernel, then make the stage's transitions (waste-free chains
+    when the population was cut to fewer than ``n_total`` particles)."""
     tune = None
     if opts.kernel_params is None:
         weights = loop.log_w if opts.tune_from_weights else None
@@ -185,9 +207,14 @@ def _move(loop: _Loop, rng, kernel, density, path, tau_new, opts: AnnealOptions)
         params = tune(loop.params, loop.state, loop.info)
     else:
         params = opts.kernel_params(tau_new)
-    moved = opts.moves.run(
-        rng, kernel, loop.state, density, path, tau_new, params, tune=tune, info=loop.info
-    )
+    args = (rng, kernel, loop.state, density, path, tau_new, params)
+    if loop.state.n < n_total:
+        moved = opts.moves.run_chains(*args, n_total, tune=tune, info=loop.info)
+        length = -(-n_total // loop.state.n)
+        loop.eve = np.tile(loop.eve, length)[:n_total]
+        loop.log_w = np.zeros(n_total)
+    else:
+        moved = opts.moves.run(*args, tune=tune, info=loop.info)
     loop.state, loop.params, loop.info = moved.state, moved.params, moved.info
     # the parameters of the stage's last transition (re-tuned on particles that have
     # moved under γ_τ): what a replay at this τ should use, not the stage's first ones
@@ -230,13 +257,20 @@ def anneal(
     **settings
         The same as flat keywords (:meth:`AnnealOptions.from_settings`):
 
-        n_mcmc_steps : int or "auto", default 1
-            Kernel transitions per stage. ``"auto"`` moves until the mean correlation
-            between the particles and their positions at the start of the stage drops by
-            less than ``correlation_threshold`` in one transition (or below 0.1), at most
-            ``max_mcmc_steps`` times (PyMC's rule, :class:`~pymc_crais.core.moves.CorrelationStop`).
+        n_mcmc_steps : int, "auto" or "pymc", default 1
+            Kernel transitions per stage. ``"auto"`` moves until the 0.9-quantile of the
+            coordinates' correlations with the positions at the start of the stage is below
+            ``max_correlation`` (:class:`~pymc_crais.core.moves.QuantileCorrelationStop`);
+            ``"pymc"`` until the mean correlation drops by less than
+            ``correlation_threshold`` in one transition (or below 0.1: PyMC's rule,
+            :class:`~pymc_crais.core.moves.CorrelationStop`); both at most
+            ``max_mcmc_steps`` times.
         max_mcmc_steps : int, default 20
         correlation_threshold : float, default 0.01
+        max_correlation : float, default 0.1
+            The bound of ``"auto"``.
+        waste_free : int, default 0
+            See :class:`AnnealOptions`.
         resample : {"never", "always", "ess"}, default "never"
             ``"never"`` is AIS; ``"ess"`` resamples when the ESS falls below
             ``threshold · N``.
@@ -258,14 +292,16 @@ def anneal(
         raise TypeError(f"pass either options or keyword settings, not both (got {sorted(settings)})")
     evals_before = density.n_evals
     state = ParticleState.evaluate(density, x0, gradient=kernel.needs_gradient)
+    state = state.with_family(np.arange(state.n))
     loop = _Loop(state, kernel.init(state), np.zeros(state.n), np.arange(state.n))
     loop.initial_tail = log_weight_tail(state.delta)  # q0's weights against the target
+    n_particles = state.n
     while loop.tau < 1.0:
         tau_new = _next_tau(loop, schedule, path, options.max_stages)
         log_z_inc, ess = _reweight(loop, path, tau_new)
-        resampled = _resample(loop, rng, options.resampling, ess, tau_new)
+        resampled = _resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
         x_start = loop.state.x
-        moved = _move(loop, rng, kernel, density, path, tau_new, options)
+        moved = _move(loop, rng, kernel, density, path, tau_new, options, n_particles)
         rec = loop.record
         rec.tau.append(tau_new)
         rec.ess.append(ess)
@@ -273,7 +309,7 @@ def anneal(
         rec.log_z_increment.append(log_z_inc)
         rec.mcmc_steps.append(moved.n_steps)
         rec.resampled.append(resampled)
-        corr = coordinate_correlations(x_start, loop.state.x) if moved.n_steps else np.array([])
+        corr = coordinate_correlations(x_start, moved.last.x) if moved.n_steps else np.array([])
         rec.move_correlation.append(float(corr.mean()) if corr.size else np.nan)
         rec.move_correlation_max.append(float(corr.max()) if corr.size else np.nan)
         if callback is not None:

@@ -74,10 +74,14 @@ def particle_variance_loo(x: np.ndarray, weights: np.ndarray | None = None) -> n
     return np.maximum(out, 1e-10 * scale + 1e-300)
 
 
-def _halves(x: np.ndarray, weights: np.ndarray | None):
-    """The two halves (even / odd rows) of the population with renormalized weights."""
+def _halves(x: np.ndarray, weights: np.ndarray | None, groups: np.ndarray | None = None):
+    """The two halves (even / odd rows, or ``groups`` 0 / 1) of the population with
+    renormalized weights."""
     out = []
-    for sl in (slice(0, None, 2), slice(1, None, 2)):
+    rows = (
+        (slice(0, None, 2), slice(1, None, 2)) if groups is None else (groups == 0, groups == 1)
+    )
+    for sl in rows:
         w = None
         if weights is not None:
             w = np.asarray(weights[sl], dtype=np.float64)
@@ -87,19 +91,24 @@ def _halves(x: np.ndarray, weights: np.ndarray | None):
     return out
 
 
-def cross_fitted_chol(x: np.ndarray, weights: np.ndarray | None) -> np.ndarray | None:
-    """Cholesky factors ``(2, d, d)``: [0] from the odd rows (moves the even ones), [1] from the even rows."""
-    if x.shape[0] < 4:
+def cross_fitted_chol(
+    x: np.ndarray, weights: np.ndarray | None, groups: np.ndarray | None = None
+) -> np.ndarray | None:
+    """Cholesky factors ``(2, d, d)``: [0] from the odd rows (moves the even ones), [1] from
+    the even rows; with ``groups`` (0 / 1 per row), [g] from the rows of group ``1 − g``.
+    ``None`` when a half has fewer than 2 rows."""
+    (xe, we), (xo, wo) = _halves(x, weights, groups)
+    if min(xe.shape[0], xo.shape[0]) < 2:
         return None
-    (xe, we), (xo, wo) = _halves(x, weights)
     return np.stack([cholesky(particle_covariance(xo, wo)), cholesky(particle_covariance(xe, we))])
 
 
-def apply_by_half(z: np.ndarray, mats: np.ndarray) -> np.ndarray:
-    """``z[i] @ mats[i % 2].T`` for every row (two matrix products)."""
+def apply_by_half(z: np.ndarray, mats: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """``z[i] @ mats[i % 2].T`` (or ``mats[groups[i]]``) for every row (two matrix products)."""
     out = np.empty_like(z)
-    out[0::2] = z[0::2] @ mats[0].T
-    out[1::2] = z[1::2] @ mats[1].T
+    rows = (slice(0, None, 2), slice(1, None, 2)) if groups is None else (groups == 0, groups == 1)
+    out[rows[0]] = z[rows[0]] @ mats[0].T
+    out[rows[1]] = z[rows[1]] @ mats[1].T
     return out
 
 

@@ -8,10 +8,16 @@ A :class:`Moves` object runs the transitions of one stage (an annealing stage, o
 * between two transitions of a stage the kernel may be re-tuned from the population
   (``retune``; the caller supplies the tuning function, which knows the weights).
 
-The stopping rule is a pluggable attribute: :class:`CorrelationStop` is PyMC's rule (stop
-when one more transition lowers the mean correlation between the particles and their
-positions at the start of the stage by less than a tolerance, or below a floor). Another
-rule needs only ``start(state) -> tracker`` with ``tracker.done(state) -> bool``.
+The stopping rule is a pluggable attribute. :class:`QuantileCorrelationStop` (``"auto"``)
+is absolute: move until (nearly) every coordinate's correlation with the stage's start is
+below a bound. :class:`CorrelationStop` (``"pymc"``) is PyMC's relative rule (stop when one
+more transition lowers the mean correlation by less than a tolerance, or below a floor); it
+stops after one transition when a kernel mixes slowly, because then every transition lowers
+the correlation a little. Another rule needs only ``start(state) -> tracker`` with
+``tracker.done(state) -> bool``.
+
+:meth:`Moves.run_chains` is the move of waste-free SMC (Dau & Chopin 2022): ``M`` resampled
+particles each start a chain of ``P`` states, and all ``M · P`` states are the population.
 """
 
 from __future__ import annotations
@@ -23,8 +29,16 @@ import numpy as np
 
 from .kernels import KernelInfo, MutationKernel
 from .particles import ParticleState
+from .tails import coordinate_correlations
 
-__all__ = ["CorrelationStop", "MoveResult", "Moves", "StoppingRule", "mean_correlation"]
+__all__ = [
+    "CorrelationStop",
+    "MoveResult",
+    "Moves",
+    "QuantileCorrelationStop",
+    "StoppingRule",
+    "mean_correlation",
+]
 
 
 def mean_correlation(a: np.ndarray, b: np.ndarray) -> float:
@@ -83,6 +97,64 @@ class _CorrelationTracker:
         return False
 
 
+@dataclass(frozen=True)
+class QuantileCorrelationStop(StoppingRule):
+    """Stop once the ``quantile`` of the coordinates' absolute correlations between the
+    particles and their positions at the start of the stage is below ``bound``, and at most
+    a fraction ``max_unmoved`` of the particles is still where the stage started (the
+    ``"auto"`` rule).
+
+    Unlike :class:`CorrelationStop` the rule is absolute: a kernel that lowers the
+    correlation slowly keeps moving (up to the cap of :class:`Moves`), and a quantile over
+    the coordinates (not their mean) keeps one slow coordinate from hiding behind fast ones.
+    Absolute values, because a long trajectory can anti-correlate a particle with its start
+    without mixing it; the unmoved fraction, because after resampling copies of a particle
+    whose moves were all rejected are still copies, however low the correlation.
+
+    Parameters
+    ----------
+    bound : float, default 0.1
+        In ``(0, 1]``.
+    quantile : float, default 0.9
+        In ``[0, 1]``; 1 is the largest coordinate correlation.
+    max_unmoved : float, default 0.1
+        In ``[0, 1]``.
+    """
+
+    bound: float = 0.1
+    quantile: float = 0.9
+    max_unmoved: float = 0.1
+
+    def __post_init__(self):
+        if not 0.0 < self.bound <= 1.0:
+            raise ValueError(f"max_correlation must be in (0, 1], got {self.bound}")
+        if not 0.0 <= self.quantile <= 1.0:
+            raise ValueError(f"quantile must be in [0, 1], got {self.quantile}")
+        if not 0.0 <= self.max_unmoved <= 1.0:
+            raise ValueError(f"max_unmoved must be in [0, 1], got {self.max_unmoved}")
+
+    def start(self, state: ParticleState) -> _QuantileTracker:
+        return _QuantileTracker(self, state.x, state.delta)
+
+
+@dataclass
+class _QuantileTracker:
+    rule: QuantileCorrelationStop
+    x_start: np.ndarray
+    delta_start: np.ndarray
+
+    def done(self, state: ParticleState) -> bool:
+        unmoved = float(np.mean(np.all(state.x == self.x_start, axis=1)))
+        if unmoved > self.rule.max_unmoved:
+            return False
+        corr = np.abs(coordinate_correlations(self.x_start, state.x))
+        with np.errstate(invalid="ignore"):
+            dcorr = np.abs(coordinate_correlations(self.delta_start[:, None], state.delta[:, None]))
+        if dcorr.size and (not np.isfinite(dcorr[0]) or dcorr[0] >= self.rule.bound):
+            return False
+        return corr.size == 0 or float(np.quantile(corr, self.rule.quantile)) < self.rule.bound
+
+
 @dataclass
 class MoveResult:
     """What the transitions of one stage did.
@@ -105,6 +177,7 @@ class MoveResult:
     info: KernelInfo | None
     acceptance_rates: list = field(default_factory=list)
     moved: np.ndarray | None = None
+    last: ParticleState | None = None
 
     @property
     def n_steps(self) -> int:
@@ -147,22 +220,39 @@ class Moves:
 
     @classmethod
     def auto(
+        cls, max_steps: int = 20, max_correlation: float = 0.1, retune: bool = True
+    ) -> Moves:
+        """Up to ``max_steps`` transitions, stopping by :class:`QuantileCorrelationStop`."""
+        _check_cap(max_steps)
+        return cls(int(max_steps), QuantileCorrelationStop(float(max_correlation)), retune)
+
+    @classmethod
+    def pymc(
         cls, max_steps: int = 20, correlation_threshold: float = 0.01, retune: bool = True
     ) -> Moves:
-        """Up to ``max_steps`` transitions, stopping by :class:`CorrelationStop`."""
-        if int(max_steps) != max_steps or max_steps < 1:
-            raise ValueError(f"max_mcmc_steps must be a positive integer, got {max_steps}")
+        """Up to ``max_steps`` transitions, stopping by :class:`CorrelationStop` (PyMC's rule)."""
+        _check_cap(max_steps)
         return cls(int(max_steps), CorrelationStop(float(correlation_threshold)), retune)
 
     @classmethod
     def from_setting(
-        cls, n_mcmc_steps, max_mcmc_steps: int = 20, correlation_threshold: float = 0.01
+        cls,
+        n_mcmc_steps,
+        max_mcmc_steps: int = 20,
+        correlation_threshold: float = 0.01,
+        max_correlation: float = 0.1,
     ) -> Moves:
-        """From the ``n_mcmc_steps`` argument of the samplers: an integer or ``"auto"``."""
+        """From the ``n_mcmc_steps`` argument of the samplers: an integer, ``"auto"``
+        (:class:`QuantileCorrelationStop` with ``max_correlation``) or ``"pymc"``
+        (:class:`CorrelationStop` with ``correlation_threshold``)."""
         if isinstance(n_mcmc_steps, str):
-            if n_mcmc_steps != "auto":
-                raise ValueError(f"n_mcmc_steps must be an integer or 'auto', got {n_mcmc_steps!r}")
-            return cls.auto(max_mcmc_steps, correlation_threshold)
+            if n_mcmc_steps == "auto":
+                return cls.auto(max_mcmc_steps, max_correlation)
+            if n_mcmc_steps == "pymc":
+                return cls.pymc(max_mcmc_steps, correlation_threshold)
+            raise ValueError(
+                f"n_mcmc_steps must be an integer, 'auto' or 'pymc', got {n_mcmc_steps!r}"
+            )
         return cls.fixed(n_mcmc_steps)
 
     def run(
@@ -196,4 +286,50 @@ class Moves:
             out.acceptance_rates.append(out.info.acceptance_rate)
             if tracker is not None and tracker.done(new):
                 break
+        out.last = out.state
         return out
+
+    def run_chains(
+        self,
+        rng: np.random.Generator,
+        kernel: MutationKernel,
+        state: ParticleState,
+        density,
+        path,
+        tau,
+        params,
+        n_total: int,
+        *,
+        tune: Callable | None = None,
+        info: KernelInfo | None = None,
+    ) -> MoveResult:
+        """Waste-free move: each of the ``M`` particles of ``state`` starts a chain of
+        ``P = ⌈n_total / M⌉`` states (itself and ``P − 1`` transitions at ``tau``); the
+        result's state is all of them, chain step by chain step, cut to ``n_total``
+        (particle ``j`` of block ``k`` is step ``k`` of chain ``j``).
+
+        ``n_steps`` and the stopping rule are not used; ``retune`` as in :meth:`run`.
+        ``out.last`` holds the chains' last states.
+        """
+        m = state.n
+        length = -(-int(n_total) // m)
+        blocks = [state]
+        moved = np.zeros(state.n, dtype=bool)
+        out = MoveResult(state, params, info, [], None)
+        for k in range(length - 1):
+            if k > 0 and self.retune and tune is not None:
+                out.params = tune(out.params, out.state, out.info)
+            new, out.info = kernel.step(rng, out.state, density, path, tau, out.params)
+            moved |= np.any(new.x != out.state.x, axis=1)
+            out.state = new
+            out.acceptance_rates.append(out.info.acceptance_rate)
+            blocks.append(new)
+        out.last = out.state
+        out.state = ParticleState.concatenate(blocks).take(np.arange(int(n_total)))
+        out.moved = np.tile(moved, length)[: int(n_total)]
+        return out
+
+
+def _check_cap(max_steps) -> None:
+    if int(max_steps) != max_steps or max_steps < 1:
+        raise ValueError(f"max_mcmc_steps must be a positive integer, got {max_steps}")

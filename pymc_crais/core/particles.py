@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,6 +24,10 @@ class ParticleState:
     x : numpy.ndarray, shape (N, d)
     log_q0, delta : numpy.ndarray, shape (N,)
     grad_log_q0, grad_delta : numpy.ndarray, shape (N, d), or None
+    family : numpy.ndarray of int, shape (N,), or None
+        Each particle's initial ancestor (set by the annealing loop, carried through
+        resampling and moves): particles of different families share no ancestor, so a
+        kernel may tune one family's moves from the others (cross-fitting).
     """
 
     x: np.ndarray
@@ -31,6 +35,7 @@ class ParticleState:
     delta: np.ndarray
     grad_log_q0: np.ndarray | None = None
     grad_delta: np.ndarray | None = None
+    family: np.ndarray | None = None
 
     @classmethod
     def from_evaluation(cls, x: np.ndarray, ev: Evaluation) -> ParticleState:
@@ -66,6 +71,28 @@ class ParticleState:
             self.delta[idx],
             self.grad_log_q0[idx] if g else None,
             self.grad_delta[idx] if g else None,
+            None if self.family is None else self.family[idx],
+        )
+
+    def with_family(self, family: np.ndarray | None) -> ParticleState:
+        """The same particles labelled with ``family``."""
+        return replace(self, family=family)
+
+    @classmethod
+    def concatenate(cls, states: list) -> ParticleState:
+        """The populations of ``states`` one after the other (waste-free SMC)."""
+        g = all(s.has_gradient for s in states)
+
+        def cat(name):
+            return np.concatenate([getattr(s, name) for s in states])
+
+        return cls(
+            cat("x"),
+            cat("log_q0"),
+            cat("delta"),
+            cat("grad_log_q0") if g else None,
+            cat("grad_delta") if g else None,
+            cat("family") if all(s.family is not None for s in states) else None,
         )
 
     def where(self, mask: np.ndarray, other: ParticleState) -> ParticleState:
@@ -78,6 +105,7 @@ class ParticleState:
             np.where(m, other.delta, self.delta),
             np.where(m[:, None], other.grad_log_q0, self.grad_log_q0) if g else None,
             np.where(m[:, None], other.grad_delta, self.grad_delta) if g else None,
+            self.family,
         )
 
     def log_density(self, path: AnnealingPath, tau: float) -> np.ndarray:

@@ -49,6 +49,8 @@ class AnnealTask:
     max_mcmc_steps: int = 20
     correlation_threshold: float = 0.01
     tune_from_weights: bool = False
+    max_correlation: float = 0.1
+    waste_free: int = 0
 
 
 def run_anneal_chain(task: AnnealTask) -> ChainResult:
@@ -64,6 +66,8 @@ def run_anneal_chain(task: AnnealTask) -> ChainResult:
         n_mcmc_steps=task.n_mcmc_steps,
         max_mcmc_steps=task.max_mcmc_steps,
         correlation_threshold=task.correlation_threshold,
+        max_correlation=task.max_correlation,
+        waste_free=task.waste_free,
         resample=task.resample,
         threshold=task.resample_threshold,
         resampler=task.resampler,

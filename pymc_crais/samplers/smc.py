@@ -25,6 +25,7 @@ from .tuning import rate_for_steps, scale_shift_pilot
 __all__ = ["SMC_SCHEDULES", "sample_smc"]
 
 SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
+WASTE_FREE_LENGTH = 10  # the chain length P of waste_free=True
 
 
 @single_threaded_blas
@@ -74,9 +75,13 @@ def sample_smc(
         target length of CR-SMC with ``delta="auto"``, default 100); ``resample`` (``"always"`` default for ESS/CESS and
         fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
-        until the correlation with the stage's start stops falling by
-        ``correlation_threshold`` = 0.01, at most ``max_mcmc_steps`` = 20); ``init`` (default
-        ``"auto"``, see :func:`pymc_crais.sample_ais`),
+        until the 0.9-quantile of the coordinates' correlations with the stage's start is
+        below ``max_correlation`` = 0.1; ``"pymc"``: until the mean correlation stops falling
+        by ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20);
+        ``waste_free`` (``False`` default; ``True`` or a chain length ``P ≥ 2``, ``True``
+        meaning 10: waste-free SMC, Dau & Chopin 2022: each stage resamples ``⌈N/P⌉``
+        particles, runs ``P − 1`` transitions from each, and keeps all the states); ``init``
+        (default ``"auto"``, see :func:`pymc_crais.sample_ais`),
         ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
         ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``.
@@ -106,6 +111,8 @@ def sample_smc(
     n_mcmc_steps = kw.pop("n_mcmc_steps", "auto")
     max_mcmc_steps = kw.pop("max_mcmc_steps", 20)
     correlation_threshold = kw.pop("correlation_threshold", 0.01)
+    max_correlation = kw.pop("max_correlation", 0.1)
+    waste_free = kw.pop("waste_free", False)
     max_step = kw.pop("max_step", None)
     min_step = kw.pop("min_step", None)
     max_steps = kw.pop("max_steps", 10_000)
@@ -134,14 +141,20 @@ def sample_smc(
         sched = None  # built once c and delta are known
     else:
         sched = resolve_schedule(schedule, n_steps, None, None, max_step, min_step)
-    if n_mcmc_steps != "auto":
+    if waste_free is True:
+        waste_free = WASTE_FREE_LENGTH
+    elif waste_free is False or waste_free is None:
+        waste_free = 0
+    else:
+        waste_free = check_int(waste_free, "waste_free", 2, "or waste_free=True (P = 10)")
+    if n_mcmc_steps not in ("auto", "pymc"):
         check_int(n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
 
     options = RunOptions.from_arguments(
         locals(),
         kernel_kwargs=own_kernel_kwargs,
-        n_mcmc_steps=n_mcmc_steps if n_mcmc_steps != "auto" else 0,
+        n_mcmc_steps=n_mcmc_steps if not isinstance(n_mcmc_steps, str) else 0,
     )
     setup = prepare(options)
     attrs = {
@@ -152,6 +165,7 @@ def sample_smc(
         **(sched.describe() if sched is not None else {}),
         "n_mcmc_steps": str(n_mcmc_steps),
         "max_mcmc_steps": int(max_mcmc_steps),
+        "waste_free": int(waste_free),
         "resample": resample,
         "resample_threshold": float(resample_threshold),
         "resampler": resampler,
@@ -177,6 +191,8 @@ def sample_smc(
         max_mcmc_steps=int(max_mcmc_steps),
         correlation_threshold=float(correlation_threshold),
         tune_from_weights=True,
+        max_correlation=float(max_correlation),
+        waste_free=waste_free,
     )
     attrs["wall_time"] = time.perf_counter() - t_start
     return finish(setup, outs, attrs, {})

@@ -25,7 +25,7 @@ from pymc.smc.kernels import SMC_KERNEL
 from ..core.adaptive import ConstantRateSchedule
 from ..core.kernel_base import ParamsByTau
 from ..core.kernels import make_kernel
-from ..core.moves import CorrelationStop, Moves
+from ..core.moves import Moves
 from ..core.particles import ParticleState
 from ..core.paths import make_path
 from ..core.schedules import interpolate_schedule
@@ -54,9 +54,13 @@ class BatchedSMC(SMC_KERNEL):
         model has discrete variables).
     mutation_kwargs : dict, optional
         Options of that kernel (e.g. ``n_leapfrog``).
+    n_mcmc_steps : int, "auto" or "pymc", default "auto"
+        Transitions per stage: ``"auto"`` until the 0.9-quantile of the coordinates'
+        correlations with the stage's start is below ``max_correlation``; ``"pymc"`` while
+        one transition lowers the mean correlation by at least ``correlation_threshold``
+        (PyMC's rule); at most ``max_mcmc_steps`` (see :mod:`pymc_crais.core.moves`).
+    max_correlation : float, default 0.1
     correlation_threshold : float, default 0.01
-        Moves continue while one transition lowers the mean correlation with the stage's
-        start by at least this much.
     max_mcmc_steps : int, default 20
         Cap on moves per stage.
     **kwargs
@@ -78,6 +82,8 @@ class BatchedSMC(SMC_KERNEL):
         mutation_kwargs=None,
         correlation_threshold=0.01,
         max_mcmc_steps=20,
+        n_mcmc_steps="auto",
+        max_correlation=0.1,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
@@ -105,6 +111,9 @@ class BatchedSMC(SMC_KERNEL):
             )
         self.correlation_threshold = float(correlation_threshold)
         self.max_mcmc_steps = int(max_mcmc_steps)
+        self._moves = Moves.from_setting(
+            n_mcmc_steps, self.max_mcmc_steps, self.correlation_threshold, max_correlation
+        )
         self._grads = None
         self._params = None
         self._info = None
@@ -160,8 +169,7 @@ class BatchedSMC(SMC_KERNEL):
         self._params = self._kernel.tune(self._params, self._state(), self._info, None)
 
     def mutate(self):
-        moves = Moves(self.max_mcmc_steps, CorrelationStop(self.correlation_threshold))
-        res = moves.run(
+        res = self._moves.run(
             self.rng, self._kernel, self._state(), self._density, make_path(0.0),
             float(self.beta), self._params,
             tune=lambda p, s, i: self._kernel.tune(p, s, i, None), info=self._info,

@@ -99,8 +99,11 @@ def test_ais_stage_records_and_cost():
     assert np.all((st["ess"] >= 1) & (st["ess"] <= N + 1e-9))
     np.testing.assert_allclose(np.sum(st["log_z_increment"]), res.log_marginal_likelihood,
                                atol=1e-9)
-    # initial evaluation + 3 leapfrog steps per stage (default HMC), N particles each
-    assert res.n_logp_evals == N + 50 * 3 * N
+    # initial evaluation + the leapfrog steps of each stage's transition (default HMC: from
+    # the step size, 1 to 10), N particles each
+    assert (res.n_logp_evals - N) % N == 0 and 50 * N <= res.n_logp_evals - N <= 500 * N
+    fixed = _ais(5, n_steps=50, kernel=make_kernel("hmc", n_leapfrog=3))
+    assert fixed.n_logp_evals == N + 50 * 3 * N
     res2 = _ais(5, n_steps=50, kernel="rwmh", n_mcmc_steps=2)
     assert res2.n_logp_evals == N + 50 * 2 * N
 

@@ -84,7 +84,7 @@ def test_leave_one_out_variance_with_a_dominant_weight_is_finite():
     np.testing.assert_allclose(loo[2], particle_variance(np.delete(x, 2, axis=0)), rtol=1e-9)
 
 
-@pytest.mark.parametrize("kernel_cls", [HMC, MALA])
+@pytest.mark.parametrize("kernel_cls", [lambda: HMC(dense_max_dim=0), MALA])
 def test_inverse_mass_of_a_particle_ignores_its_own_position(kernel_cls):
     kern = kernel_cls()
     st = _state(5)
@@ -93,6 +93,30 @@ def test_inverse_mass_of_a_particle_ignores_its_own_position(kernel_cls):
     assert p.inv_mass_for(st.n).shape == st.x.shape
     np.testing.assert_allclose(q.particle_inv_mass[7], p.particle_inv_mass[7], rtol=1e-12)
     assert not np.allclose(q.inv_mass, p.inv_mass)  # the population estimate did move
+
+
+def test_dense_hmc_metric_of_a_particle_ignores_its_own_family():
+    """Dense metric, particles labelled by family (their initial ancestor): the factor that
+    moves a particle comes from the other families' parity, so neither the particle nor its
+    copies (same family, e.g. after resampling) enter it; without families, row parity."""
+    kern = HMC()
+    st = _state(5)
+    fam = np.repeat(np.arange(20), 2)  # copies of 20 ancestors: rows 2k and 2k+1 are copies
+    st_f = st.with_family(fam)
+    p = kern.tune(kern.init(st_f), st_f, None)
+    assert p.split_chol is not None and p.chol is not None
+    np.testing.assert_array_equal(p.groups, fam % 2)
+    for i in (6, 7):  # both copies of family 3 (odd): moved by the even families' factor [1]
+        q = kern.tune(kern.init(st_f), _moved(st, i, [10.0, -30.0, 5.0]).with_family(fam), None)
+        np.testing.assert_allclose(q.split_chol[1], p.split_chol[1], rtol=1e-12)
+        assert not np.allclose(q.split_chol[0], p.split_chol[0])
+    # without families (row parity) a copy in the other row parity would enter the factor
+    q = kern.tune(kern.init(st), _moved(st, 7, [10.0, -30.0, 5.0]), None)
+    assert q.groups is None
+    np.testing.assert_allclose(q.split_chol[1], kern.tune(kern.init(st), st, None).split_chol[1])
+    # what a replay keeps: the population factor, no per-particle parts
+    r = kern.population_params(p)
+    assert r.split_chol is None and r.groups is None and r.chol is not None
 
 
 def test_rwmh_proposal_of_a_particle_ignores_its_own_position():

@@ -1,4 +1,5 @@
-"""The move object (core/moves.py): transition counts, the "auto" stopping rule, re-tuning."""
+"""The move object (core/moves.py): transition counts, the stopping rules ("auto": absolute,
+"pymc": PyMC's relative rule), re-tuning, waste-free chains."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from pymc_crais.core.kernels import KernelInfo, MutationKernel
-from pymc_crais.core.moves import CorrelationStop, Moves, mean_correlation
+from pymc_crais.core.moves import CorrelationStop, Moves, QuantileCorrelationStop, mean_correlation
 from pymc_crais.core.particles import ParticleState
 
 
@@ -35,7 +36,7 @@ class _Shrink(MutationKernel):
         x = self.factor * state.x + self.noise * rng.standard_normal(state.x.shape)
         x[0] = state.x[0]  # particle 0 never moves
         z = np.zeros(state.n)
-        return ParticleState(x, z, z), KernelInfo(0.25 * len(self.seen), state.n)
+        return ParticleState(x, z, z, family=state.family), KernelInfo(0.25 * len(self.seen), state.n)
 
 
 def _state(rng, n=200, d=3):
@@ -75,18 +76,18 @@ def test_zero_moves_keep_state_params_and_info(rng):
     assert res.n_steps == 0 and np.isnan(res.acceptance_rate) and not res.moved.any()
 
 
-def test_auto_rule_stops_when_correlation_stops_falling(rng):
+def test_pymc_rule_stops_when_correlation_stops_falling(rng):
     """Noise-free shrinking keeps the correlation at 1 (no decrease): one transition."""
-    res = Moves.auto(20, 0.01).run(rng, _Shrink(factor=0.5), _state(rng), None, None, 0.5, 0)
+    res = Moves.pymc(20, 0.01).run(rng, _Shrink(factor=0.5), _state(rng), None, None, 0.5, 0)
     assert res.n_steps == 1
 
 
-def test_auto_rule_against_a_direct_implementation(rng):
+def test_pymc_rule_against_a_direct_implementation(rng):
     """The rule, written out: stop after transition k once corr_{k-1} − corr_k < tol or
     corr_k < 0.1 (corr_0 = 1), at most max_steps transitions."""
     for tol, cap, noise in ((0.01, 20, 0.3), (0.05, 20, 0.3), (0.0, 6, 0.3), (0.2, 20, 1.0)):
         st = _state(np.random.default_rng(1))
-        res = Moves.auto(cap, tol).run(
+        res = Moves.pymc(cap, tol).run(
             np.random.default_rng(2), _Shrink(0.9, noise), st, None, None, 0.5, 0
         )
         # replay with the same random numbers
@@ -130,11 +131,12 @@ def test_mean_correlation():
 @pytest.mark.parametrize(
     ("setting", "match"),
     [
-        ({"n_mcmc_steps": "many"}, "n_mcmc_steps must be an integer or 'auto'"),
+        ({"n_mcmc_steps": "many"}, "n_mcmc_steps must be an integer, 'auto' or 'pymc'"),
         ({"n_mcmc_steps": -1}, "non-negative"),
         ({"n_mcmc_steps": 1.5}, "non-negative"),
         ({"n_mcmc_steps": "auto", "max_mcmc_steps": 0}, "max_mcmc_steps"),
-        ({"n_mcmc_steps": "auto", "correlation_threshold": 1.0}, "correlation_threshold"),
+        ({"n_mcmc_steps": "pymc", "correlation_threshold": 1.0}, "correlation_threshold"),
+        ({"n_mcmc_steps": "auto", "max_correlation": 0.0}, "max_correlation"),
     ],
 )
 def test_from_setting_errors(setting, match):
@@ -144,4 +146,98 @@ def test_from_setting_errors(setting, match):
 
 def test_from_setting():
     assert Moves.from_setting(3) == Moves(3, None)
-    assert Moves.from_setting("auto", 7, 0.05) == Moves(7, CorrelationStop(0.05))
+    assert Moves.from_setting("pymc", 7, 0.05) == Moves(7, CorrelationStop(0.05))
+    assert Moves.from_setting("auto", 7, 0.05, 0.2) == Moves(7, QuantileCorrelationStop(0.2))
+    assert Moves.from_setting("auto") == Moves(20, QuantileCorrelationStop(0.1, 0.9, 0.1))
+
+
+# ----------------------------------------------------------------- the absolute rule
+
+
+def _auto_steps_direct(st, factor, noise, bound, cap, q=0.9, max_unmoved=0.1):
+    """The "auto" rule written out on _Shrink's sequence (same random numbers): stop after
+    transition k once at most max_unmoved of the particles are where they started and the
+    q-quantile of |corr(start, x_k)| over coordinates (and of Δ, constant here) is < bound."""
+    r2, x, n = np.random.default_rng(2), st.x, 0
+    for _ in range(cap):
+        x_new = factor * x + noise * r2.standard_normal(x.shape)
+        x_new[0] = x[0]
+        x, n = x_new, n + 1
+        unmoved = np.mean(np.all(x == st.x, axis=1))
+        a, b = st.x - st.x.mean(0), x - x.mean(0)
+        corr = np.abs((a * b).sum(0) / np.sqrt((a * a).sum(0) * (b * b).sum(0)))
+        if unmoved <= max_unmoved and np.quantile(corr, q) < bound:
+            break
+    return n, x
+
+
+@pytest.mark.parametrize(("factor", "noise", "bound", "cap"), [(0.9, 0.3, 0.1, 20), (0.5, 1.0, 0.1, 20),
+                                                               (0.9, 0.3, 0.3, 20), (0.95, 0.1, 0.1, 6)])
+def test_auto_rule_against_a_direct_implementation(factor, noise, bound, cap):
+    st = _state(np.random.default_rng(1))
+    res = Moves.auto(cap, bound).run(np.random.default_rng(2), _Shrink(factor, noise), st, None, None, 0.5, 0)
+    n, x = _auto_steps_direct(st, factor, noise, bound, cap)
+    assert res.n_steps == n
+    np.testing.assert_array_equal(res.state.x, x)
+
+
+def test_auto_rule_keeps_moving_a_slow_kernel_that_pymc_stops():
+    """A slowly mixing kernel (each transition lowers the correlation by less than 0.01):
+    PyMC's relative rule stops after one transition, the absolute rule moves on until the
+    correlation is below 0.1 (or the cap)."""
+    st = _state(np.random.default_rng(1), n=2000)
+    slow = dict(factor=0.99, noise=0.1)
+    pymc = Moves.pymc(400, 0.01).run(np.random.default_rng(2), _Shrink(**slow), st, None, None, 0.5, 0)
+    auto = Moves.auto(400).run(np.random.default_rng(2), _Shrink(**slow), st, None, None, 0.5, 0)
+    assert pymc.n_steps == 1
+    assert 20 < auto.n_steps < 400
+    corr = [abs(np.corrcoef(st.x[:, j], auto.state.x[:, j])[0, 1]) for j in range(3)]
+    assert max(corr) < 0.1
+
+
+def test_auto_rule_waits_for_unmoved_particles(rng):
+    """A kernel whose moves all decorrelate but leave 30% of the particles in place: not done."""
+    rule = QuantileCorrelationStop(0.1)
+    st = _state(rng, n=1000)
+    tracker = rule.start(st)
+    x = rng.standard_normal(st.x.shape)
+    keep = np.arange(st.n) < 300
+    x[keep] = st.x[keep]
+    z = np.zeros(st.n)
+    assert not tracker.done(ParticleState(x, z, z))
+    x[keep] = rng.standard_normal((300, 3))
+    assert tracker.done(ParticleState(x, z, z))
+
+
+def test_auto_rule_watches_the_log_likelihood(rng):
+    """Positions decorrelated but Δ still equal to its start: not done."""
+    st = _state(rng, n=500)
+    st = ParticleState(st.x, st.log_q0, rng.standard_normal(st.n))
+    tracker = QuantileCorrelationStop(0.1).start(st)
+    moved = ParticleState(rng.standard_normal(st.x.shape), st.log_q0, st.delta)
+    assert not tracker.done(moved)
+    assert tracker.done(ParticleState(moved.x, st.log_q0, rng.standard_normal(st.n)))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"bound": 0.0}, "max_correlation"), ({"quantile": 1.5}, "quantile"),
+                                               ({"max_unmoved": -0.1}, "max_unmoved")])
+def test_auto_rule_argument_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        QuantileCorrelationStop(**kwargs)
+
+
+# ----------------------------------------------------------------- waste-free chains
+
+
+def test_run_chains_keeps_every_state_of_every_chain(rng):
+    st = _state(rng, n=30)
+    st = st.with_family(np.arange(30))
+    k = _Shrink(0.5)
+    res = Moves(1).run_chains(rng, k, st, None, None, 0.5, 0, 100, tune=lambda p, s, i: p + 1)
+    # P = ceil(100 / 30) = 4 states per chain: the start and 3 transitions, cut to 100
+    assert res.n_steps == 3 and res.state.n == 100 and k.seen == [0, 1, 2]
+    for j in range(4):
+        block = res.state.x[30 * j : 30 * (j + 1)]
+        np.testing.assert_allclose(block[1:], st.x[1 : block.shape[0]] * 0.5**j)
+    np.testing.assert_array_equal(res.state.family, np.tile(np.arange(30), 4)[:100])
+    np.testing.assert_allclose(res.last.x[1:], st.x[1:] * 0.125)
