@@ -150,6 +150,21 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                     "Use init='prior', or reparameterize the model (e.g. non-centred).",
                 )
             )
+    n_modes = float(attrs.get("init_n_modes", np.nan) or np.nan)
+    if attrs.get("init") == "auto" and n_modes > 1:
+        out.append(
+            Problem(
+                "modes",
+                None,
+                f"the mode search at the start (init='auto') found {int(n_modes)} separated "
+                "modes. Particles moved by local MCMC kernels cannot carry mass between "
+                "separated modes, so a mode entered with the wrong weight (or missed) biases "
+                "log Z by up to the log of its share, an error the MCSE does not include.",
+                "Check that log Z is stable with several times more particles (draws) and "
+                "chains; compare sample_smc and sample_crais; if the modes are symmetric "
+                "copies (label switching), break the symmetry in the model.",
+            )
+        )
     hit = which(lambda r: bool(r.get("hit_max_steps", False)))
     if hit and attrs.get("method") == "rts":  # RTS's cap is on its initial rounds
         out.append(

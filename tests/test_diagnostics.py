@@ -208,6 +208,17 @@ def test_laplace_start_checks():
     assert d.flags == ["start"]
 
 
+def test_modes_found_by_the_automatic_start_are_flagged():
+    chains = [_chain(seed=s) for s in range(2)]
+    one = {"init": "auto", "init_choice": "laplace", "init_reason": "ok", "init_n_modes": 1}
+    assert _check(chains, one).ok
+    several = {**one, "init_choice": "prior", "init_n_modes": 3}
+    d = _check(chains, several)
+    assert d.flags == ["modes"] and "3 separated modes" in str(d)
+    # no search ran (init="prior" forced): nothing to report
+    assert _check(chains, {"init": "prior", "init_n_modes": 3}).ok
+
+
 def test_laplace_fit_counts_non_concave_directions():
     def log_target(x):  # concave in x0, flat in x1: no interior mode along x1
         return -0.5 * x[:, 0] ** 2
