@@ -41,7 +41,7 @@ def _evals(idata) -> int:
 
 
 #: The name of each sampler the demo runs, as its output and figure call it.
-SAMPLER_NAMES = {"sample_crais": "CR-AIS", "sample_smc": "CR-SMC", "sample_ais": "AIS"}
+SAMPLER_NAMES = {"sample_crais": "CR-AIS", "sample_smc": "SMC", "sample_ais": "AIS"}
 
 
 def _compile(label: str, model) -> float:
@@ -57,15 +57,17 @@ def _compile(label: str, model) -> float:
     return time.perf_counter() - t0
 
 
-def _run(label, model, args, sampler: str = "sample_crais", **settings):
-    """One run (CR-AIS by default); prints what it is doing, then a line with log Z, wall time
+def _run(label, model, args, sampler: str = "sample_smc", **settings):
+    """One run (SMC with its defaults unless told otherwise); prints what it is doing, then a line with log Z, wall time
     (compilation included) and evaluations."""
     import pymc_crais as pmc
 
     t0 = time.perf_counter()
     compile_time = _compile(label, model)
     steps = []
-    if settings.get("init") == "laplace":
+    if settings.get("init", "auto") == "auto":
+        steps.append("automatic start")
+    elif settings.get("init") == "laplace":
         steps.append("Laplace fit")
     if sampler == "sample_crais":
         steps.append("tuning run")
@@ -92,7 +94,7 @@ def _run(label, model, args, sampler: str = "sample_crais", **settings):
 def _check_case(args) -> None:
     model, exact = _linear_regression_case()
     print("Sanity check, conjugate linear regression (d=5) with exact log Z:", flush=True)
-    idata, _ = _run("from the prior", model, args, n_steps=200)
+    idata, _ = _run("defaults", model, args)
     import pymc_crais as pmc
 
     value, mcse = pmc.log_marginal_likelihood(idata)
@@ -131,15 +133,16 @@ def _figure(path, results: dict, tables: dict, references: dict, samplers: dict)
 
 
 def demo(args) -> int:
-    """Bayes factors on the bundled data by CR-AIS: Pima full vs reduced logistic regression,
-    Sonar with prior scales 1 and 5; prints the comparison tables and writes a figure."""
+    """Bayes factors on the bundled data by ``pmc.sample_smc`` with its defaults: Pima full vs
+    reduced logistic regression, Sonar with prior scales 1 and 5; prints the comparison tables
+    and writes a figure."""
     import pymc_crais as pmc
     from pymc_crais.comparison import format_table
     from pymc_crais.datasets import REFERENCE_LOG_Z, load_pima, load_sonar
     from pymc_crais.models import logistic_regression
 
     t_start = time.perf_counter()
-    print(f"pymc_crais {pmc.__version__}: Bayes factors by constant-rate annealing from a Laplace fit "
+    print(f"pymc_crais {pmc.__version__}: Bayes factors by pmc.sample_smc with its defaults "
           f"({args.chains} chains × {args.draws} particles, seed {args.seed})\n", flush=True)
     if not args.skip_check:
         _check_case(args)
@@ -153,17 +156,17 @@ def demo(args) -> int:
     runs["full (8 predictors)"], walls["pima full"] = _run(
         "full (8 predictors)",
         logistic_regression(pima.X, pima.y, prior_sd=5.0, feature_names=pima.feature_names),
-        args, init="laplace", n_steps=args.pima_steps,
+        args,
     )
     print(f"  reduced model: 6 predictors, without {' and '.join(PIMA_DROPPED)}", flush=True)
     runs["reduced (6)"], walls["pima reduced"] = _run(
         "reduced (6)",
         logistic_regression(pima.X[:, keep], pima.y, prior_sd=5.0,
                             feature_names=[pima.feature_names[i] for i in keep]),
-        args, init="laplace", n_steps=args.pima_steps,
+        args,
     )
     results["Pima"], tables["Pima"] = runs, pmc.compare(runs)
-    samplers["Pima"] = SAMPLER_NAMES["sample_crais"]
+    samplers["Pima"] = SAMPLER_NAMES["sample_smc"]
     ref = REFERENCE_LOG_Z["pima"]
     references["Pima"] = {"full (8 predictors)": ref}
     print(format_table(tables["Pima"]))
@@ -173,13 +176,13 @@ def demo(args) -> int:
 
     sonar = load_sonar()
     print(f"Sonar ({sonar.X.shape[0]} rows, 60 predictors, standardized, no intercept): prior scale 1 vs 5,"
-          " by CR-SMC from a Laplace fit (resampling keeps d = 60 honest at this budget)", flush=True)
+          " by SMC with its defaults", flush=True)
     runs = {}
     for sd in (5.0, 1.0):
         name = f"prior sd {sd:g}"
         runs[name], walls[f"sonar sd {sd:g}"] = _run(
             name, logistic_regression(sonar.X, sonar.y, prior_sd=sd, feature_names=sonar.feature_names),
-            args, sampler="sample_smc", init="laplace", schedule="constant_rate", n_mcmc_steps=4,
+            args,
         )
     results["Sonar"], tables["Sonar"] = runs, pmc.compare(runs)
     samplers["Sonar"] = SAMPLER_NAMES["sample_smc"]
@@ -217,14 +220,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo", help="Bayes factors on the bundled data, with a figure (a few minutes)",
         description="Bayes factors on the bundled data: a conjugate model against its exact "
-        "log Z, Pima (full vs reduced logistic regression, CR-AIS) and Sonar (prior scale 1 vs "
-        "5, CR-SMC), 4 chains each from a Laplace fit; prints the comparison tables and writes "
+        "log Z, Pima (full vs reduced logistic regression) and Sonar (prior scale 1 vs 5), by "
+        "pmc.sample_smc with its defaults, 4 chains each; prints the comparison tables and writes "
         "a figure.",
     )
-    p.add_argument("--draws", type=int, default=500, help="particles per chain (default 500)")
+    p.add_argument("--draws", type=int, default=2000,
+                   help="particles per chain (default 2000, sample_smc's default)")
     p.add_argument("--chains", type=int, default=4, help="independent chains per model (default 4)")
     p.add_argument("--cores", type=int, default=None, help="worker processes (default: all CPUs)")
-    p.add_argument("--pima-steps", type=int, default=100, help="final-run annealing steps for Pima (default 100)")
     p.add_argument("--seed", type=int, default=2026, help="random seed (default 2026)")
     p.add_argument("--figure", default="pymc_crais_demo.png", help="PNG to write (default pymc_crais_demo.png)")
     p.add_argument("--skip-check", action="store_true", help="skip the conjugate sanity check")

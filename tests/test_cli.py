@@ -13,7 +13,7 @@ def test_demo_help_lists_the_options(capsys):
         main(["demo", "--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for option in ("--draws", "--chains", "--cores", "--pima-steps", "--seed", "--figure", "--skip-check"):
+    for option in ("--draws", "--chains", "--cores", "--seed", "--figure", "--skip-check"):
         assert option in out
     assert "``" not in out
 
