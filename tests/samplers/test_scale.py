@@ -284,7 +284,7 @@ def test_fit_many_on_a_process_pool_equals_local_runs_and_feeds_compare():
 
 
 @pytest.mark.parametrize(
-    "processes", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["threads", "processes"]
+    "processes", [pytest.param(False, marks=pytest.mark.slow), pytest.param(True, marks=pytest.mark.slow)], ids=["threads", "processes"]
 )
 def test_fit_many_on_a_local_dask_cluster_equals_local_runs(processes):
     """The issue's done-when: a multi-model comparison on a Dask cluster with results
