@@ -1,6 +1,6 @@
 """Coverage of ±2 MCSE and the rate of UnreliableEvidenceWarning over replicate seeds.
 
-    python benchmarks/mcse_coverage.py --seeds 30 [--cases normal_mean,...] [--samplers ais,crais,smc]
+    python benchmarks/mcse_coverage.py --seeds 30 [--cases normal_mean,...] [--samplers ais,crais,smc,rts]
                                   [--chains 4] [--jsonl runs.jsonl] [--summary]
 
 Every public sampler runs with its defaults (only ``chains``, ``cores=1``, the seed and
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # the repository root, so that ``tests`` imports as a package
     sys.path.insert(0, ROOT)
 
-SAMPLERS = ("ais", "crais", "smc")
+SAMPLERS = ("ais", "crais", "smc", "rts")
 CASES = ("normal_mean", "beta_binomial", "linear_regression", "gaussian_mixture_potential")
 
 
@@ -112,7 +112,9 @@ def overlapping_mixture(d: int = 10):
 
 def run(pmc, sampler: str, model, seed: int, chains: int):
     kw = {"model": model, "chains": chains, "cores": 1, "random_seed": seed, "progressbar": False}
-    return {"ais": pmc.sample_ais, "crais": pmc.sample_crais, "smc": pmc.sample_smc}[sampler](**kw)
+    samplers = {"ais": pmc.sample_ais, "crais": pmc.sample_crais, "smc": pmc.sample_smc,
+                "rts": pmc.sample_rts}  # fmt: skip
+    return samplers[sampler](**kw)
 
 
 def old_mcse(lz, v):

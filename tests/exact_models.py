@@ -8,6 +8,8 @@ import numpy as np
 import pymc as pm
 from scipy import special, stats
 
+from pymc_crais.validation import exact_models as vem
+
 
 @dataclass
 class ExactModel:
@@ -52,19 +54,10 @@ def linear_regression(n: int = 50, d: int = 5, sigma: float = 0.5, prior_sd: flo
 
 
 def beta_binomial(a: float = 2.0, b: float = 3.0, seed: int = 2) -> ExactModel:
-    """k_i ~ Binomial(n_i, p), p ~ Beta(a, b): p is log-odds transformed (Jacobian)."""
-    rng = np.random.default_rng(seed)
-    n = np.array([10, 20, 15, 30])
-    k = rng.binomial(n, 0.3)
-    with pm.Model() as model:
-        p = pm.Beta("p", a, b)
-        pm.Binomial("k", n=n, p=p, observed=k)
-    log_z = (
-        np.sum(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1))
-        + special.betaln(a + k.sum(), b + (n - k).sum())
-        - special.betaln(a, b)
-    )
-    return ExactModel("beta_binomial", model, float(log_z), {"p": (a + k.sum()) / (a + b + n.sum())})
+    """k_i ~ Binomial(n_i, p), p ~ Beta(a, b): the validation suite's case (log-odds transformed)."""
+    model, log_z, _, _ = vem.beta_binomial(a, b, seed)
+    n, k = vem.beta_binomial_data(seed)
+    return ExactModel("beta_binomial", model, log_z, {"p": (a + k.sum()) / (a + b + n.sum())})
 
 
 def poisson_normal() -> ExactModel:
@@ -83,24 +76,9 @@ def gaussian_mixture_potential(d: int = 3) -> ExactModel:
 
     Z = Σ_k w_k N(m_k; 0, I + S_k): a bimodal target with a closed-form evidence.
     """
-    w = np.array([0.3, 0.7])
     means = np.stack([np.full(d, -1.5), np.full(d, 1.5)])
-    sds = np.array([0.5, 0.4])
-    with pm.Model() as model:
-        x = pm.Normal("x", 0.0, 1.0, shape=d)
-        comps = [
-            np.log(w[j]) + pm.logp(pm.Normal.dist(means[j], sds[j]), x).sum() for j in range(2)
-        ]
-        import pytensor.tensor as pt
-
-        pm.Potential("mixture", pt.logsumexp(pt.stack(comps)))
-    log_z = special.logsumexp(
-        [
-            np.log(w[j]) + stats.multivariate_normal(np.zeros(d), (1 + sds[j] ** 2) * np.eye(d)).logpdf(means[j])
-            for j in range(2)
-        ]
-    )
-    return ExactModel("gaussian_mixture_potential", model, float(log_z))
+    model, log_z = vem.normal_prior_times_mixture(d, 1.0, [0.3, 0.7], means, [0.5, 0.4])
+    return ExactModel("gaussian_mixture_potential", model, log_z)
 
 
 def peaked_normal_mean(n: int = 20_000) -> ExactModel:

@@ -81,12 +81,16 @@ def nonidentified(n=20, prior_sd=10.0, sigma=1.0, seed=3):
 # ----------------------------------------------------------------------------- conjugate
 
 
+def beta_binomial_data(seed=2):
+    """The Beta-Binomial case's data: trials ``n`` and successes ``k`` (p = 0.3)."""
+    n = np.array([10, 20, 15, 30])
+    return n, np.random.default_rng(seed).binomial(n, 0.3)
+
+
 def beta_binomial(a=2.0, b=3.0, seed=2):
     import pymc as pm
 
-    rng = np.random.default_rng(seed)
-    n = np.array([10, 20, 15, 30])
-    k = rng.binomial(n, 0.3)
+    n, k = beta_binomial_data(seed)
     with pm.Model() as model:
         p = pm.Beta("p", a, b)
         pm.Binomial("k", n=n, p=p, observed=k)
@@ -302,27 +306,35 @@ def mixture_normalized(d=10, prior_sd=5.0):
     return model, 0.0, 0.0, "exact: the joint density is a normalized mixture (log Z = 0)"
 
 
-def mixture_prior_times(d=2, prior_sd=3.0):
-    """x ~ N(0, s²I) times a normalized 2-component mixture: Z = Σ w_k N(m_k; 0, (s² + s_k²)I)."""
+def normal_prior_times_mixture(d, prior_sd, weights, means, sds):
+    """``x ~ N(0, prior_sd² I)`` times a ``Potential`` equal to a normalized Gaussian mixture
+    density (component ``k``: weight ``weights[k]``, mean ``means[k]``, sd ``sds[k]`` per
+    coordinate): ``Z = Σ_k w_k N(m_k; 0, (s² + s_k²) I)``. Returns ``(model, log Z)``."""
     import pymc as pm
     import pytensor.tensor as pt
 
-    w = np.array([0.3, 0.7])
-    means = np.stack([np.full(d, -3.0), np.full(d, 3.0)])
-    sds = np.array([0.5, 0.3])
+    w, means, sds = np.asarray(weights), np.asarray(means), np.asarray(sds)
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, prior_sd, shape=d)
         comps = [
-            np.log(w[k]) + pm.logp(pm.Normal.dist(means[k], sds[k]), x).sum() for k in range(2)
+            np.log(w[k]) + pm.logp(pm.Normal.dist(means[k], sds[k]), x).sum()
+            for k in range(w.size)
         ]
         pm.Potential("mixture", pt.logsumexp(pt.stack(comps)))
     log_z = special.logsumexp(
         [
             np.log(w[k]) + mvn_logpdf(means[k], (prior_sd**2 + sds[k] ** 2) * np.eye(d))
-            for k in range(2)
+            for k in range(w.size)
         ]
     )
-    return model, float(log_z), 0.0, "closed form: Σ_k w_k N(m_k; 0, (s² + s_k²)I)"
+    return model, float(log_z)
+
+
+def mixture_prior_times(d=2, prior_sd=3.0):
+    """x ~ N(0, s²I) times a normalized 2-component mixture: Z = Σ w_k N(m_k; 0, (s² + s_k²)I)."""
+    means = np.stack([np.full(d, -3.0), np.full(d, 3.0)])
+    model, log_z = normal_prior_times_mixture(d, prior_sd, [0.3, 0.7], means, [0.5, 0.3])
+    return model, log_z, 0.0, "closed form: Σ_k w_k N(m_k; 0, (s² + s_k²)I)"
 
 
 def bimodal_square(n=10, prior_sd=2.0, seed=9):
