@@ -103,7 +103,7 @@ class QuantileCorrelationStop(StoppingRule):
     particles and their positions at the start of the stage is below ``bound``, and at most
     a fraction ``max_unmoved`` of the particles is still where the stage started (the
     ``"auto"`` rule); with a ``horizon``, also stop once the correlation falls so slowly
-    that the transitions left would not halve it.
+    that the transitions left would neither reach the bound nor halve it.
 
     Unlike :class:`CorrelationStop` the rule is absolute: a kernel that lowers the
     correlation slowly keeps moving (up to the cap of :class:`Moves`), and a quantile over
@@ -117,9 +117,9 @@ class QuantileCorrelationStop(StoppingRule):
     (unmoved fraction at most ``max_unmoved``). From ``window`` moving transitions after
     ``j`` on, ``s`` fell at the geometric rate ``r = (s_k / s_j)^{1/(k − j)}`` (measured
     from ``j``, so that the sampling noise of the correlations does not pass for a
-    stall), and the stage stops when the ``horizon − k`` transitions left are projected to
-    leave more than half of it, ``r^(horizon − k) > 1/2`` (about 4 % a transition with 16
-    left). For a reversible kernel at stationarity (the population near ``γ_τ``, as after
+    stall), and the stage stops when the ``horizon − k`` transitions left are projected
+    neither to bring it below ``bound`` nor to halve it: ``s_k r^(horizon − k) ≥ bound`` and
+    ``r^(horizon − k) > 1/2`` (the latter about 4 % a transition with 16 left). For a reversible kernel at stationarity (the population near ``γ_τ``, as after
     reweighting) the correlation is a mixture of geometric decays, so its rate only slows:
     the projection from ``j`` is optimistic, and the rule stops only when even that
     projection fails. A kernel that cannot decorrelate the particles
@@ -188,7 +188,8 @@ class _QuantileTracker:
         return self._futile()
 
     def _futile(self) -> bool:
-        """Whether the transitions left are projected not to halve the correlation."""
+        """Whether the transitions left are projected neither to bring the correlation
+        below the bound nor to halve it."""
         w = int(self.rule.window)
         if self.rule.horizon is None or len(self.history) <= w:
             return False
@@ -198,8 +199,8 @@ class _QuantileTracker:
             return False
         if s1 >= s0:  # no progress since the first moving transition
             return True
-        log_rate = (np.log(s1) - np.log(s0)) / (k1 - k0)
-        return bool(left * log_rate > np.log(0.5))
+        gain = np.exp(left * (np.log(s1) - np.log(s0)) / (k1 - k0))  # r^left
+        return bool(gain > 0.5 and s1 * gain >= self.rule.bound)
 
 
 @dataclass
