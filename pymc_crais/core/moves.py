@@ -102,7 +102,8 @@ class QuantileCorrelationStop(StoppingRule):
     """Stop once the ``quantile`` of the coordinates' absolute correlations between the
     particles and their positions at the start of the stage is below ``bound``, and at most
     a fraction ``max_unmoved`` of the particles is still where the stage started (the
-    ``"auto"`` rule).
+    ``"auto"`` rule); with a ``horizon``, also stop once the correlation falls so slowly
+    that the transitions left would neither reach the bound nor halve it.
 
     Unlike :class:`CorrelationStop` the rule is absolute: a kernel that lowers the
     correlation slowly keeps moving (up to the cap of :class:`Moves`), and a quantile over
@@ -110,6 +111,21 @@ class QuantileCorrelationStop(StoppingRule):
     Absolute values, because a long trajectory can anti-correlate a particle with its start
     without mixing it; the unmoved fraction, because after resampling copies of a particle
     whose moves were all rejected are still copies, however low the correlation.
+
+    The futility stop: let ``s_k`` be the larger of the quantile and the correlation of
+    ``Δ`` after transition ``k``, and ``j`` the first transition that moved the particles
+    (unmoved fraction at most ``max_unmoved``). From ``window`` moving transitions after
+    ``j`` on, ``s`` fell at the geometric rate ``r = (s_k / s_j)^{1/(k − j)}`` (measured
+    from ``j``, so that the sampling noise of the correlations does not pass for a
+    stall), and the stage stops when the ``horizon − k`` transitions left are projected
+    neither to bring it below ``bound`` nor to halve it: ``s_k r^(horizon − k) ≥ bound`` and
+    ``r^(horizon − k) > 1/2`` (the latter about 4 % a transition with 16 left). For a reversible kernel at stationarity (the population near ``γ_τ``, as after
+    reweighting) the correlation is a mixture of geometric decays, so its rate only slows:
+    the projection from ``j`` is optimistic, and the rule stops only when even that
+    projection fails. A kernel that cannot decorrelate the particles
+    at this temperature (a funnel's neck, separated modes that local moves never cross)
+    then makes a few transitions a stage instead of the cap; one that gets there, however
+    slowly, is not stopped (``r = 0.9`` leaves ``0.9^16 = 0.19``).
 
     Parameters
     ----------
@@ -119,11 +135,18 @@ class QuantileCorrelationStop(StoppingRule):
         In ``[0, 1]``; 1 is the largest coordinate correlation.
     max_unmoved : float, default 0.1
         In ``[0, 1]``.
+    horizon : int or None, default None
+        Transitions the stage may make (:meth:`Moves.auto` passes its cap); ``None``: no
+        futility stop.
+    window : int, default 3
+        Moving transitions after the first before the rate is judged.
     """
 
     bound: float = 0.1
     quantile: float = 0.9
     max_unmoved: float = 0.1
+    horizon: int | None = None
+    window: int = 3
 
     def __post_init__(self):
         if not 0.0 < self.bound <= 1.0:
@@ -132,6 +155,10 @@ class QuantileCorrelationStop(StoppingRule):
             raise ValueError(f"quantile must be in [0, 1], got {self.quantile}")
         if not 0.0 <= self.max_unmoved <= 1.0:
             raise ValueError(f"max_unmoved must be in [0, 1], got {self.max_unmoved}")
+        if self.horizon is not None and int(self.horizon) < 1:
+            raise ValueError(f"horizon must be a positive integer or None, got {self.horizon}")
+        if int(self.window) < 1:
+            raise ValueError(f"window must be a positive integer, got {self.window}")
 
     def start(self, state: ParticleState) -> _QuantileTracker:
         return _QuantileTracker(self, state.x, state.delta)
@@ -142,17 +169,38 @@ class _QuantileTracker:
     rule: QuantileCorrelationStop
     x_start: np.ndarray
     delta_start: np.ndarray
+    k: int = 0
+    history: list = field(default_factory=list)  # (k, s_k) of the transitions that moved
 
     def done(self, state: ParticleState) -> bool:
+        self.k += 1
         unmoved = float(np.mean(np.all(state.x == self.x_start, axis=1)))
         if unmoved > self.rule.max_unmoved:
             return False
         corr = np.abs(coordinate_correlations(self.x_start, state.x))
         with np.errstate(invalid="ignore"):
             dcorr = np.abs(coordinate_correlations(self.delta_start[:, None], state.delta[:, None]))
-        if dcorr.size and (not np.isfinite(dcorr[0]) or dcorr[0] >= self.rule.bound):
+        q = float(np.quantile(corr, self.rule.quantile)) if corr.size else 0.0
+        d = (float(dcorr[0]) if np.isfinite(dcorr[0]) else 1.0) if dcorr.size else 0.0
+        if q < self.rule.bound and d < self.rule.bound:
+            return True
+        self.history.append((self.k, max(q, d)))
+        return self._futile()
+
+    def _futile(self) -> bool:
+        """Whether the transitions left are projected neither to bring the correlation
+        below the bound nor to halve it."""
+        w = int(self.rule.window)
+        if self.rule.horizon is None or len(self.history) <= w:
             return False
-        return corr.size == 0 or float(np.quantile(corr, self.rule.quantile)) < self.rule.bound
+        (k0, s0), (k1, s1) = self.history[0], self.history[-1]
+        left = int(self.rule.horizon) - k1
+        if left <= 0:
+            return False
+        if s1 >= s0:  # no progress since the first moving transition
+            return True
+        gain = np.exp(left * (np.log(s1) - np.log(s0)) / (k1 - k0))  # r^left
+        return bool(gain > 0.5 and s1 * gain >= self.rule.bound)
 
 
 @dataclass
@@ -222,9 +270,11 @@ class Moves:
     def auto(
         cls, max_steps: int = 20, max_correlation: float = 0.1, retune: bool = True
     ) -> Moves:
-        """Up to ``max_steps`` transitions, stopping by :class:`QuantileCorrelationStop`."""
+        """Up to ``max_steps`` transitions, stopping by :class:`QuantileCorrelationStop`
+        (with ``max_steps`` as its horizon: its futility stop is on)."""
         _check_cap(max_steps)
-        return cls(int(max_steps), QuantileCorrelationStop(float(max_correlation)), retune)
+        rule = QuantileCorrelationStop(float(max_correlation), horizon=int(max_steps))
+        return cls(int(max_steps), rule, retune)
 
     @classmethod
     def pymc(

@@ -3,7 +3,7 @@
 The Pareto k̂ of a set of importance weights (ALGORITHMS.md §11) is a fit of a generalized
 Pareto distribution to the largest ``M`` weights above the ``(M + 1)``-th largest. The core
 keeps no ArviZ dependency: it records just those ``M + 1`` largest log-weights of each
-stage, and :mod:`pymc_crais.diagnostics` fits k̂ from them with ``arviz_stats`` (the result
+stage, and :mod:`pymc_crais.diagnostics` fits k̂ from them (``arviz_stats``' fit; the result
 is identical to fitting the full array; ``tests/test_diagnostics.py`` checks it).
 """
 

@@ -76,8 +76,9 @@ def sample_smc(
         fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the 0.9-quantile of the coordinates' correlations with the stage's start is
-        below ``max_correlation`` = 0.1; ``"pymc"``: until the mean correlation stops falling
-        by ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20);
+        below ``max_correlation`` = 0.1, or until the moves left are projected not to halve
+        it; ``"pymc"``: until the mean correlation stops falling by
+        ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20);
         ``waste_free`` (``False`` default; ``True`` or a chain length ``P ≥ 2``, ``True``
         meaning 10: waste-free SMC, Dau & Chopin 2022: each stage resamples ``⌈N/P⌉``
         particles, runs ``P − 1`` transitions from each, and keeps all the states); ``init``

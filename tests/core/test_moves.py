@@ -147,27 +147,37 @@ def test_from_setting_errors(setting, match):
 def test_from_setting():
     assert Moves.from_setting(3) == Moves(3, None)
     assert Moves.from_setting("pymc", 7, 0.05) == Moves(7, CorrelationStop(0.05))
-    assert Moves.from_setting("auto", 7, 0.05, 0.2) == Moves(7, QuantileCorrelationStop(0.2))
-    assert Moves.from_setting("auto") == Moves(20, QuantileCorrelationStop(0.1, 0.9, 0.1))
+    assert Moves.from_setting("auto", 7, 0.05, 0.2) == Moves(7, QuantileCorrelationStop(0.2, horizon=7))
+    assert Moves.from_setting("auto") == Moves(20, QuantileCorrelationStop(0.1, 0.9, 0.1, 20, 3))
 
 
 # ----------------------------------------------------------------- the absolute rule
 
 
-def _auto_steps_direct(st, factor, noise, bound, cap, q=0.9, max_unmoved=0.1):
+def _auto_steps_direct(st, factor, noise, bound, cap, q=0.9, max_unmoved=0.1, window=3):
     """The "auto" rule written out on _Shrink's sequence (same random numbers): stop after
     transition k once at most max_unmoved of the particles are where they started and the
-    q-quantile of |corr(start, x_k)| over coordinates (and of Δ, constant here) is < bound."""
-    r2, x, n = np.random.default_rng(2), st.x, 0
+    q-quantile of |corr(start, x_k)| over coordinates (and of Δ, constant here) is < bound;
+    or, futility, once that quantile fell since the first transition at a rate r with
+    r^(cap - k) > 1/2 and s_k r^(cap - k) >= bound (judged from `window` transitions after
+    the first on)."""
+    r2, x, n, seq = np.random.default_rng(2), st.x, 0, []
     for _ in range(cap):
         x_new = factor * x + noise * r2.standard_normal(x.shape)
         x_new[0] = x[0]
         x, n = x_new, n + 1
         unmoved = np.mean(np.all(x == st.x, axis=1))
+        if unmoved > max_unmoved:
+            continue
         a, b = st.x - st.x.mean(0), x - x.mean(0)
         corr = np.abs((a * b).sum(0) / np.sqrt((a * a).sum(0) * (b * b).sum(0)))
-        if unmoved <= max_unmoved and np.quantile(corr, q) < bound:
+        if np.quantile(corr, q) < bound:
             break
+        seq.append(np.quantile(corr, q))
+        if len(seq) > window and cap > n:
+            rate = (seq[-1] / seq[0]) ** (1.0 / (len(seq) - 1))
+            if rate >= 1 or (rate ** (cap - n) > 0.5 and seq[-1] * rate ** (cap - n) >= bound):
+                break
     return n, x
 
 
@@ -195,6 +205,70 @@ def test_auto_rule_keeps_moving_a_slow_kernel_that_pymc_stops():
     assert max(corr) < 0.1
 
 
+def test_futility_stops_a_kernel_that_cannot_decorrelate():
+    """A kernel lowering the correlation by about 0.2 % a transition (a funnel's neck) makes
+    window + 1 transitions, not the cap; without a horizon it runs to the cap."""
+    st = _state(np.random.default_rng(1), n=2000)
+    stuck = dict(factor=0.999, noise=0.02)
+    auto = Moves.auto(20).run(np.random.default_rng(2), _Shrink(**stuck), st, None, None, 0.5, 0)
+    assert auto.n_steps == 4
+    no_horizon = Moves(20, QuantileCorrelationStop(0.1))
+    assert no_horizon.run(np.random.default_rng(2), _Shrink(**stuck), st, None, None, 0.5, 0).n_steps == 20
+
+
+@dataclass
+class _AR1(MutationKernel):
+    """A kernel at stationarity for N(0, I): ``x ← ρ x + sqrt(1 − ρ²) ε``; the correlation
+    with the start after k transitions is ρ^k."""
+
+    rho: float = 0.85
+    name = "ar1"
+
+    def init(self, state):
+        return 0
+
+    def tune(self, params, state, info, log_weights=None):
+        return params
+
+    def step(self, rng, state, density, path, tau, params):
+        x = self.rho * state.x + np.sqrt(1 - self.rho**2) * rng.standard_normal(state.x.shape)
+        z = np.zeros(state.n)
+        return ParticleState(x, z, z, family=state.family), KernelInfo(1.0, state.n)
+
+
+def test_futility_spares_a_kernel_that_reaches_the_bound_at_the_cap():
+    """Near the cap few transitions are left and none would halve the correlation, but if
+    they are projected to bring it below the bound the stage goes on: ρ = 0.87 needs 17."""
+    st = _state(np.random.default_rng(1), n=4000)
+    res = Moves.auto(18).run(np.random.default_rng(2), _AR1(0.87), st, None, None, 0.5, 0)
+    assert res.n_steps >= 16
+
+
+def test_futility_spares_a_kernel_that_gets_there_slowly():
+    """A kernel at stationarity with ρ = 0.85 needs ⌈log 0.1 / log 0.85⌉ = 15 transitions:
+    slower than the window, but it gets there within the cap, so it is not stopped."""
+    st = _state(np.random.default_rng(1), n=4000)
+    res = Moves.auto(20).run(np.random.default_rng(2), _AR1(0.85), st, None, None, 0.5, 0)
+    assert 13 <= res.n_steps <= 17
+    corr = [abs(np.corrcoef(st.x[:, j], res.state.x[:, j])[0, 1]) for j in range(3)]
+    assert np.quantile(corr, 0.9) < 0.1
+
+
+def test_futility_ignores_transitions_that_moved_nothing(rng):
+    """Transitions that leave the particles in place (a step size being re-tuned) do not
+    count towards the window."""
+    st = _state(rng, n=500)
+    tracker = QuantileCorrelationStop(0.1, horizon=20).start(st)
+    z = np.zeros(st.n)
+    for _ in range(6):
+        assert not tracker.done(ParticleState(st.x.copy(), z, z))
+    assert tracker.history == []
+    x = st.x.copy()
+    for k in range(4):  # no progress at all once moving: stop after window + 1
+        x = x + 1e-9 * (k + 1)
+        assert tracker.done(ParticleState(x, z, z)) == (k == 3)
+
+
 def test_auto_rule_waits_for_unmoved_particles(rng):
     """A kernel whose moves all decorrelate but leave 30% of the particles in place: not done."""
     rule = QuantileCorrelationStop(0.1)
@@ -220,7 +294,8 @@ def test_auto_rule_watches_the_log_likelihood(rng):
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [({"bound": 0.0}, "max_correlation"), ({"quantile": 1.5}, "quantile"),
-                                               ({"max_unmoved": -0.1}, "max_unmoved")])
+                                               ({"max_unmoved": -0.1}, "max_unmoved"),
+                                               ({"horizon": 0}, "horizon"), ({"window": 0}, "window")])
 def test_auto_rule_argument_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         QuantileCorrelationStop(**kwargs)

@@ -1,0 +1,81 @@
+"""Pareto k̂ of pymc_crais.tail_stats against arviz_stats' (the reference implementation)."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from pymc_crais import tail_stats as ts
+
+
+def _arviz_khat(log_weights) -> float:
+    from arviz_stats.base import array_stats
+
+    lw = np.asarray(log_weights, dtype=np.float64)
+    lw = lw[np.isfinite(lw)]
+    w = np.exp(lw - lw.max())
+    try:
+        return float(array_stats.pareto_khat(w, chain_axis=None, r_eff=1.0, tail="right"))
+    except ValueError:  # all tail values equal
+        return float("nan")
+
+
+def _cases():
+    rng = np.random.default_rng(20261123)
+    out = []
+    for n in (25, 100, 226, 1000, 2000, 8000):
+        out.append(rng.standard_normal(n))  # light tail
+        out.append(3.0 * rng.standard_normal(n))  # log-normal weights, heavy
+        out.append(np.log(rng.pareto(1.5, n) + 1e-3))  # k ≈ 0.67
+        out.append(np.log(rng.pareto(0.5, n) + 1e-3))  # k ≈ 2
+        out.append(-rng.exponential(size=n))  # bounded weights, k < 0
+    lw = rng.standard_normal(500)
+    lw[:50] = -np.inf  # zero weights are left out
+    out.append(lw)
+    out.append(np.round(rng.standard_normal(1000), 1))  # ties
+    return out
+
+
+@pytest.mark.parametrize("i", range(32))
+def test_pareto_khat_equals_arviz_stats(i):
+    lw = _cases()[i]
+    ours, ref = ts.pareto_khat(lw), _arviz_khat(lw)
+    if np.isnan(ref):
+        assert np.isnan(ours)
+    else:
+        assert ours == pytest.approx(ref, rel=1e-12, abs=1e-12)
+
+
+def test_pareto_khat_edge_cases():
+    assert np.isnan(ts.pareto_khat(np.zeros(1000)))  # equal weights: no tail
+    assert np.isnan(ts.pareto_khat(np.arange(24.0)))  # too few
+    assert np.isnan(ts.pareto_khat(np.full(100, -np.inf)))
+    # a tail whose first quartile equals its minimum is no Pareto tail (arviz: NaN too)
+    lw = np.zeros(1000)
+    lw[-5:] = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert np.isnan(ts.pareto_khat(lw)) and np.isnan(_arviz_khat(lw))
+
+
+def test_khat_separates_light_from_heavy_tails():
+    rng = np.random.default_rng(3)
+    assert ts.pareto_khat(0.3 * rng.standard_normal(4000)) < 0.3
+    assert ts.pareto_khat(np.log(rng.pareto(0.8, 4000))) > ts.KHAT_THRESHOLD
+
+
+def test_chain_agreement_p_value_is_chi2_sf():
+    from scipy import stats
+
+    lz, v = np.array([0.0, 0.1, -0.2, 0.05]), np.full(4, 0.01)
+    q, p = ts.chain_agreement(lz, v)
+    assert p == pytest.approx(stats.chi2.sf(q, 3), rel=1e-12)
+
+
+def test_tail_stats_imports_no_arviz():
+    import subprocess
+
+    code = ("import sys, numpy as np; from pymc_crais import tail_stats as t; "
+            "t.pareto_khat(np.random.default_rng(0).standard_normal(500)); "
+            "t.chain_agreement([0.0, 1.0], [1.0, 1.0]); "
+            "print(sorted(m for m in ('arviz_stats', 'arviz_base', 'scipy.stats') if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
