@@ -92,77 +92,12 @@ def pad_stages(per_chain: list[np.ndarray], fill=np.nan) -> np.ndarray:
     return out
 
 
-def _variable(dims, values, index: bool = False):
-    """An ``xarray.Variable`` (``IndexVariable`` for a coordinate) of a NumPy array.
-
-    Numeric, boolean and string arrays are handed to xarray as they are (``fastpath``),
-    numeric coordinates as a ``pandas.Index``: otherwise xarray's checks for dask arrays
-    import ``dask`` and ``dask.array`` when dask is installed (0.5–1.3 s of a default call,
-    measured on a loaded machine). Object and date arrays, and string coordinates, take
-    xarray's usual conversion.
-    """
-    arr = np.asarray(values)
-    if index and arr.dtype.kind in "iuf":
-        import pandas as pd
-
-        return xr.IndexVariable(dims, pd.Index(arr), fastpath=True)
-    cls = xr.IndexVariable if index else xr.Variable
-    if arr.dtype.kind in "OMm" or index:
-        return cls(dims, arr)
-    return cls(dims, arr, fastpath=True)
-
-
-def _variable_dims(name, shape, dims, sample_dims) -> list:
-    """ArviZ's naming of a variable's dims: the sample dims, then its own, then
-    ``{name}_dim_0``, ``{name}_dim_1``... for the rest."""
-    out = [d for d in sample_dims if d not in dims] + list(dims)
-    if len(out) > len(shape):
-        raise ValueError(
-            f"variable {name!r} has {len(shape)} dimensions but dims {out} were given; "
-            "fix idata_kwargs['dims'] (or the model's dims) for it"
-        )
-    missing = 0
-    for i in range(len(shape)):
-        if i >= len(out) or out[i] is None:
-            generated = f"{name}_dim_{missing}"
-            missing += 1
-            out[i:i + 1] = [generated]
-    return out
-
-
 def _dataset_from_arrays(data: dict, coords: dict, dims: dict, sample_dims, attrs):
-    """An ``xarray.Dataset`` exactly as ``arviz_base.dict_to_dataset(..., index_origin=0)``
-    builds it (dims, integer coordinates for unnamed ones, its standard attributes), built
-    here with xarray alone: importing ``arviz_base`` cost about 1 s of a default call
-    (``tests/test_results.py`` checks the two agree)."""
-    variables = {}
-    for name, values in data.items():
-        values = np.asarray(values)
-        vdims = _variable_dims(name, values.shape, dims.get(name, []), sample_dims)
-        vcoords = {
-            d: coords[d] if d in coords else np.arange(n) for d, n in zip(vdims, values.shape)
-        }
-        lengths = {d: len(vcoords[d]) for d in vdims}
-        for long, short in (("draw", "chain"), ("draw", "pred_id"), ("sample", "pred_id")):
-            if long in lengths and short in lengths and lengths[short] > lengths[long]:
-                warnings.warn(
-                    f"Found {short} dimension to be longer than {long} dimension, check "
-                    "dimensions are correctly named.",
-                    UserWarning,
-                    stacklevel=4,
-                )
-        variables[name] = xr.DataArray(
-            _variable(vdims, values), coords={d: _variable((d,), c, True) for d, c in vcoords.items()}
-        )
-    all_attrs = {
-        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-        "creation_library": "ArviZ",  # arviz_base's conventions (make_attrs)
-        "creation_library_version": _version("arviz_base"),
-        "creation_library_language": "Python",
-        "sample_dims": list(sample_dims),
-        **attrs,
-    }
-    return xr.Dataset(data_vars=variables, attrs=all_attrs)
+    from arviz_base import dict_to_dataset
+
+    return dict_to_dataset(
+        data, coords=coords, dims=dims, sample_dims=sample_dims, attrs=attrs, index_origin=0
+    )
 
 
 def build_datatree(
@@ -244,10 +179,9 @@ def build_datatree(
         data_vars[key] = (("chain",), np.array([c.stats[key] for c in chains]))
     for key, (vdims, arr) in {**per_chain_arrays(chains), **(extra_vars or {})}.items():
         data_vars[key] = (tuple(vdims), np.asarray(arr))
-    index = {"chain": np.arange(n_chains), "stage": np.arange(int(n_stages.max(initial=0)))}
     stats = xr.Dataset(
-        {k: _variable(vdims, arr) for k, (vdims, arr) in data_vars.items()},
-        coords={k: _variable((k,), v, True) for k, v in index.items()},
+        data_vars,
+        coords={"chain": np.arange(n_chains), "stage": np.arange(int(n_stages.max(initial=0)))},
         attrs=all_attrs,
     )
 

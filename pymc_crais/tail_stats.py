@@ -1,14 +1,14 @@
 """Statistics of importance weights that the diagnostics and the error bars share: Pareto k̂
-(the fit of ``arviz_stats``, in NumPy) of one chain's weights, of all chains' pooled, or
-from a recorded tail; the heavy-tail factor on the within-chain variance; the chains'
-agreement test."""
+(``arviz_stats``) of one chain's weights, of all chains' pooled, or from a recorded tail; the
+heavy-tail factor on the within-chain variance; the chains' agreement test."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
 from .core.tails import pareto_tail_size
-from .core.weights import logsumexp
 
 __all__ = [
     "KHAT_THRESHOLD",
@@ -23,56 +23,43 @@ KHAT_THRESHOLD = 0.7
 """Above this Pareto k̂ the weights' variance is effectively infinite at this N (PSIS)."""
 
 
-def _gpd_shape(exceedances: np.ndarray) -> float:
-    """Shape ``k`` of a generalized Pareto fit to ``exceedances`` (ascending, ≥ 0).
+def _array_stats():
+    """``arviz_stats.base.array_stats``; its first import draws from NumPy's global RNG
+    (measured: the state changes), which the package never touches, so the state is put
+    back."""
+    state = np.random.get_state()
+    from arviz_stats.base import array_stats
 
-    The empirical-Bayes estimate of Zhang & Stephens (2009) with the weak prior of
-    Vehtari et al. (PSIS, 2024) on ``k`` (a normal centred at 0.5 worth 10 observations), the
-    fit ``arviz_stats`` uses (``tests/test_tail_stats.py`` checks the two agree). Written out
-    here because importing ``arviz_stats`` (and ``arviz_base`` with it) cost about 2 s of a
-    default ``sample_smc`` call (``docs/benchmarks.md``, "Where the time goes"). NaN when the
-    first quartile is not above the minimum (not a Pareto tail), ``inf`` when the fit fails.
-    """
-    x = exceedances
-    n = x.size
-    m = 30 + int(n**0.5)  # grid points of the profile over b = -k / σ
-    q1 = x[int(n / 4 + 0.5) - 1]
-    if q1 <= x[0]:
-        return float("nan")
-    b = 1.0 - np.sqrt(m / (np.arange(1, m + 1, dtype=np.float64) - 0.5))
-    b /= 3.0 * q1
-    b += 1.0 / x[-1]
-    k = np.mean(np.log1p(-b[:, None] * x), axis=1)
-    profile = n * (np.log(-b / k) - k - 1.0)
-    w = np.exp(profile - logsumexp(profile))
-    keep = w >= 10 * np.finfo(float).eps
-    w, b = w[keep], b[keep]
-    w /= w.sum()
-    k_hat = np.mean(np.log1p(-np.sum(b * w) * x))
-    k_hat = (n * k_hat + 10 * 0.5) / (n + 10)
-    return float("inf") if np.isnan(k_hat) else float(k_hat)
+    if not _same_state(state, np.random.get_state()):
+        np.random.set_state(state)
+    return array_stats
+
+
+def _same_state(a, b) -> bool:
+    return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])
 
 
 def pareto_khat(log_weights) -> float:
-    """Pareto k̂ of importance weights given by their logs (right tail, ``r_eff = 1``, as
-    ``arviz_stats``' ``pareto_khat``). NaN when fewer than 25 weights are positive or the
-    tail is flat.
+    """Pareto k̂ of importance weights given by their logs (``arviz_stats``, right tail,
+    ``r_eff = 1``). NaN when fewer than 25 weights are positive or the tail is flat.
 
-    The weights are exponentiated relative to their maximum; the ``M`` largest
-    (:func:`~pymc_crais.core.tails.pareto_tail_size`) minus the ``(M + 1)``-th largest are
-    fitted by :func:`_gpd_shape`.
+    The weights are exponentiated relative to their maximum (``arviz_stats``'
+    ``log_weights=True`` option does not exponentiate before the fit in the installed
+    version, so it is not used).
     """
     lw = np.asarray(log_weights, dtype=np.float64).ravel()
     lw = lw[np.isfinite(lw)]
     if lw.size < 25:
         return float("nan")
-    w = np.sort(np.exp(lw - lw.max()))
-    m = pareto_tail_size(w.size)
-    tail = w[w.size - m :]
-    if abs(tail[-1] - tail[0]) < np.finfo(float).tiny:  # equal weights: no tail to fit
-        return float("nan")
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _gpd_shape(tail - w[w.size - m - 1])
+    array_stats = _array_stats()
+    w = np.exp(lw - lw.max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            k = array_stats.pareto_khat(w, chain_axis=None, r_eff=1.0, tail="right")
+        except ValueError:  # "All tail values are the same": equal weights
+            return float("nan")
+    return float(k)
 
 
 def pooled_pareto_khat(log_weights, log_z) -> float:
@@ -86,6 +73,8 @@ def pooled_pareto_khat(log_weights, log_z) -> float:
     lz = np.asarray(log_z, dtype=np.float64).ravel()
     if lw.ndim != 2 or lw.shape[0] != lz.size:
         return float("nan")
+    from .core.weights import logsumexp
+
     parts = []
     for row, z in zip(lw, lz, strict=True):
         total = logsumexp(np.where(np.isfinite(row), row, -np.inf))
@@ -148,9 +137,9 @@ def chain_agreement(log_z, within_variance) -> tuple[float, float]:
     lz, v = lz[ok], v[ok]
     m = np.sum(lz / v) / np.sum(1.0 / v)
     q = float(np.sum((lz - m) ** 2 / v))
-    from scipy.special import chdtrc  # chi2.sf, without importing scipy.stats (≈ 1 s)
+    from scipy import stats
 
-    return q, float(chdtrc(lz.size - 1, q))
+    return q, float(stats.chi2.sf(q, lz.size - 1))
 
 
 # ----------------------------------------------------------------------------- report
