@@ -60,6 +60,31 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+class _RssTrace:
+    """Polls this process's resident memory every ``every`` seconds in a thread and keeps
+    the highest value and when it was seen (seconds from the start): which phase of a run
+    (compilation and set-up, or sampling) holds the peak."""
+
+    def __init__(self, every: float = 0.05):
+        import threading
+
+        self.every, self.t0, self.max_rss, self.max_at = every, time.perf_counter(), 0, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every):
+            rss = _rss_now()
+            if rss > self.max_rss:
+                self.max_rss, self.max_at = rss, time.perf_counter() - self.t0
+
+    def stop(self) -> tuple[float, float]:
+        self._stop.set()
+        self._thread.join()
+        return self.max_rss / 2**20, self.max_at
+
+
 def _model(n: int, d: int, seed: int = 0):
     import pymc_crais as pmc
 
@@ -103,14 +128,21 @@ def worker(spec: dict) -> dict:
     if kind == "run":
         import warnings
 
+        chains = int(spec.get("chains", 2))
+        rec["chains"] = chains
+        rec["budget_mb"] = check_memory_budget(spec.get("memory_budget")) / 2**20
+        # what the process holds before sampling: libraries, the data, the model graph
+        rec["rss_before_run_mb"] = _rss_now() / 2**20
+        trace = _RssTrace()
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pmc.UnreliableEvidenceWarning)
             res = pmc.sample_smc(
-                model=model, draws=N, chains=2, cores=1, random_seed=1, progressbar=False,
-                **_backend_kw(spec["backend"]),
+                model=model, draws=N, chains=chains, cores=1, random_seed=1,
+                progressbar=False, **_backend_kw(spec["backend"]),
             )
         rec["wall_s"] = time.perf_counter() - t0
+        rec["polled_max_rss_mb"], rec["polled_max_at_s"] = trace.stop()
         rec["unreliable_warning"] = any(
             issubclass(w.category, pmc.UnreliableEvidenceWarning) for w in caught
         )
@@ -173,6 +205,7 @@ def main(argv=None) -> dict:
     p.add_argument("--particles", type=int, default=256)
     p.add_argument("--backends", default="numba,jax")
     p.add_argument("--run-rows", default="1e3,1e4")
+    p.add_argument("--run-chains", type=int, default=2, help="chains of the whole runs")
     p.add_argument("--pymc-rows", default="1e3,1e4")
     p.add_argument("--pymc-timeout", type=float, default=300.0)
     p.add_argument("--timeout", type=float, default=900.0)
@@ -208,7 +241,8 @@ def main(argv=None) -> dict:
                 for b in backends if "run" in kinds else ():
                     if n in {int(float(r)) for r in a.run_rows.split(",") if r}:
                         rec = run_one({"kind": "run", "rows": n, "dim": d,
-                                       "particles": a.particles, "backend": b}, a.timeout)
+                                       "particles": a.particles, "backend": b,
+                                       "chains": a.run_chains}, a.timeout)
                         records.append(rec)
                         print(json.dumps(rec), flush=True)
                 if "pymc" in kinds and n in {int(float(r)) for r in a.pymc_rows.split(",") if r}:
@@ -233,7 +267,7 @@ def main(argv=None) -> dict:
             if r["kind"] == "call":
                 continue
             name = ("pm.sample_smc (1 chain)" if r["kind"] == "pymc"
-                    else f"pmc.sample_smc {r['backend']} (2 chains)")
+                    else f"pmc.sample_smc {r['backend']} ({r.get('chains', 2)} chains)")
             if r.get("unreliable_warning"):
                 name += ", warned"
             lz = (f"{r['log_z']:.2f} ± {r['mcse']:.2f}" if "mcse" in r
