@@ -2,7 +2,7 @@
 
     python benchmarks/bench_bigdata.py [--rows 1e3,1e4,1e5,1e6] [--dims 20] [--particles 256]
         [--backends numba,jax] [--run-rows 1e3,1e4] [--pymc-rows 1e3,1e4] [--pymc-timeout 300]
-        [--memory] [--json benchmarks/out/bigdata.json]
+        [--memory] [--shapes] [--json benchmarks/out/bigdata.json]
 
 Every measurement runs in a fresh interpreter (so that its peak resident memory, from
 ``resource.getrusage``, is its own), with BLAS and XLA limited to one thread:
@@ -21,6 +21,8 @@ Every measurement runs in a fresh interpreter (so that its peak resident memory,
   killed after ``--pymc-timeout`` seconds (reported as "did not finish").
 * ``--memory``: the calibration of ``pymc_crais.samplers.memory.BYTES_PER_ELEMENT``: the growth
   of the peak RSS of one unblocked call against particles × rows.
+* ``--shapes``: the resident memory each new batch shape keeps (1, 2, …, 6 particles, one
+  call each with gradient) for every ``--rows``; with JAX every shape is compiled anew.
 
 GPU rows are measured only where the JAX backend finds a GPU (``jax.devices()``); this script
 never estimates them. Prints a Markdown table for docs/benchmarks.md and writes the records
@@ -152,6 +154,14 @@ def worker(spec: dict) -> dict:
         rec["peak_rss_mb"] = _peak_rss() / 2**20
         return rec
     dens = compile_model_density(model, gradient=True, compile_kwargs=ckw)
+    if kind == "shapes":  # resident memory kept by each new batch shape (JAX compiles each)
+        rng = np.random.default_rng(2)
+        rec["rss_after_compile_mb"] = _rss_now() / 2**20
+        rec["rss_after_shape_mb"] = []
+        for size in spec["sizes"]:
+            dens.evaluate(rng.standard_normal((size, d)) * 0.1, gradient=True)
+            rec["rss_after_shape_mb"].append(_rss_now() / 2**20)
+        return rec
     budget = check_memory_budget(spec.get("memory_budget"))
     dens.block_rows = block_rows(model, dens.dim, budget, jax=spec["backend"] == "jax")
     rec["block_rows"] = dens.block_rows
@@ -211,6 +221,8 @@ def main(argv=None) -> dict:
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--kinds", default="call,run,pymc", help="which measurements to make")
     p.add_argument("--memory", action="store_true", help="calibrate BYTES_PER_ELEMENT only")
+    p.add_argument("--shapes", action="store_true",
+                   help="resident memory after each new batch shape (1..6 particles), per row count")
     p.add_argument("--json", default="benchmarks/out/bigdata.json")
     a = p.parse_args(argv)
     if a.worker:
@@ -220,7 +232,16 @@ def main(argv=None) -> dict:
     dims = [int(x) for x in a.dims.split(",") if x]
     backends = [b for b in a.backends.split(",") if b]
     records = []
-    if a.memory:
+    if a.shapes:
+        for n in rows:
+            rec = run_one({"kind": "shapes", "rows": n, "dim": dims[0], "particles": 0,
+                           "backend": backends[0], "sizes": [1, 2, 3, 4, 5, 6]}, a.timeout)
+            records.append(rec)
+            steps = np.diff([rec.get("rss_after_compile_mb", np.nan),
+                             *rec.get("rss_after_shape_mb", [np.nan])])
+            print(f"n={n:>7} {backends[0]}: MiB kept by each new shape 1..6: "
+                  + ", ".join(f"{x:.0f}" for x in steps), flush=True)
+    elif a.memory:
         for n, N in [(100_000, 33), (100_000, 66), (100_000, 132), (20_000, 250), (20_000, 500)]:
             spec = {"kind": "call", "rows": n, "dim": dims[0], "particles": N, "warmup_rows": 2,
                     "backend": backends[0], "memory_budget": float("inf"), "repeats": 1}
