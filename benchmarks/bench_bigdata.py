@@ -2,7 +2,7 @@
 
     python benchmarks/bench_bigdata.py [--rows 1e3,1e4,1e5,1e6] [--dims 20] [--particles 256]
         [--backends numba,jax] [--run-rows 1e3,1e4] [--pymc-rows 1e3,1e4] [--pymc-timeout 300]
-        [--memory] [--json benchmarks/out/bigdata.json]
+        [--memory] [--shapes] [--json benchmarks/out/bigdata.json]
 
 Every measurement runs in a fresh interpreter (so that its peak resident memory, from
 ``resource.getrusage``, is its own), with BLAS and XLA limited to one thread:
@@ -21,6 +21,8 @@ Every measurement runs in a fresh interpreter (so that its peak resident memory,
   killed after ``--pymc-timeout`` seconds (reported as "did not finish").
 * ``--memory``: the calibration of ``pymc_crais.samplers.memory.BYTES_PER_ELEMENT``: the growth
   of the peak RSS of one unblocked call against particles × rows.
+* ``--shapes``: the resident memory each new batch shape keeps (1, 2, …, 6 particles, one
+  call each with gradient) for every ``--rows``; with JAX every shape is compiled anew.
 
 GPU rows are measured only where the JAX backend finds a GPU (``jax.devices()``); this script
 never estimates them. Prints a Markdown table for docs/benchmarks.md and writes the records
@@ -58,6 +60,31 @@ def _peak_rss() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _RssTrace:
+    """Polls this process's resident memory every ``every`` seconds in a thread and keeps
+    the highest value and when it was seen (seconds from the start): which phase of a run
+    (compilation and set-up, or sampling) holds the peak."""
+
+    def __init__(self, every: float = 0.05):
+        import threading
+
+        self.every, self.t0, self.max_rss, self.max_at = every, time.perf_counter(), 0, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every):
+            rss = _rss_now()
+            if rss > self.max_rss:
+                self.max_rss, self.max_at = rss, time.perf_counter() - self.t0
+
+    def stop(self) -> tuple[float, float]:
+        self._stop.set()
+        self._thread.join()
+        return self.max_rss / 2**20, self.max_at
 
 
 def _model(n: int, d: int, seed: int = 0):
@@ -103,14 +130,21 @@ def worker(spec: dict) -> dict:
     if kind == "run":
         import warnings
 
+        chains = int(spec.get("chains", 2))
+        rec["chains"] = chains
+        rec["budget_mb"] = check_memory_budget(spec.get("memory_budget")) / 2**20
+        # what the process holds before sampling: libraries, the data, the model graph
+        rec["rss_before_run_mb"] = _rss_now() / 2**20
+        trace = _RssTrace()
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pmc.UnreliableEvidenceWarning)
             res = pmc.sample_smc(
-                model=model, draws=N, chains=2, cores=1, random_seed=1, progressbar=False,
-                **_backend_kw(spec["backend"]),
+                model=model, draws=N, chains=chains, cores=1, random_seed=1,
+                progressbar=False, **_backend_kw(spec["backend"]),
             )
         rec["wall_s"] = time.perf_counter() - t0
+        rec["polled_max_rss_mb"], rec["polled_max_at_s"] = trace.stop()
         rec["unreliable_warning"] = any(
             issubclass(w.category, pmc.UnreliableEvidenceWarning) for w in caught
         )
@@ -120,6 +154,14 @@ def worker(spec: dict) -> dict:
         rec["peak_rss_mb"] = _peak_rss() / 2**20
         return rec
     dens = compile_model_density(model, gradient=True, compile_kwargs=ckw)
+    if kind == "shapes":  # resident memory kept by each new batch shape (JAX compiles each)
+        rng = np.random.default_rng(2)
+        rec["rss_after_compile_mb"] = _rss_now() / 2**20
+        rec["rss_after_shape_mb"] = []
+        for size in spec["sizes"]:
+            dens.evaluate(rng.standard_normal((size, d)) * 0.1, gradient=True)
+            rec["rss_after_shape_mb"].append(_rss_now() / 2**20)
+        return rec
     budget = check_memory_budget(spec.get("memory_budget"))
     dens.block_rows = block_rows(model, dens.dim, budget, jax=spec["backend"] == "jax")
     rec["block_rows"] = dens.block_rows
@@ -173,11 +215,14 @@ def main(argv=None) -> dict:
     p.add_argument("--particles", type=int, default=256)
     p.add_argument("--backends", default="numba,jax")
     p.add_argument("--run-rows", default="1e3,1e4")
+    p.add_argument("--run-chains", type=int, default=2, help="chains of the whole runs")
     p.add_argument("--pymc-rows", default="1e3,1e4")
     p.add_argument("--pymc-timeout", type=float, default=300.0)
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--kinds", default="call,run,pymc", help="which measurements to make")
     p.add_argument("--memory", action="store_true", help="calibrate BYTES_PER_ELEMENT only")
+    p.add_argument("--shapes", action="store_true",
+                   help="resident memory after each new batch shape (1..6 particles), per row count")
     p.add_argument("--json", default="benchmarks/out/bigdata.json")
     a = p.parse_args(argv)
     if a.worker:
@@ -187,7 +232,16 @@ def main(argv=None) -> dict:
     dims = [int(x) for x in a.dims.split(",") if x]
     backends = [b for b in a.backends.split(",") if b]
     records = []
-    if a.memory:
+    if a.shapes:
+        for n in rows:
+            rec = run_one({"kind": "shapes", "rows": n, "dim": dims[0], "particles": 0,
+                           "backend": backends[0], "sizes": [1, 2, 3, 4, 5, 6]}, a.timeout)
+            records.append(rec)
+            steps = np.diff([rec.get("rss_after_compile_mb", np.nan),
+                             *rec.get("rss_after_shape_mb", [np.nan])])
+            print(f"n={n:>7} {backends[0]}: MiB kept by each new shape 1..6: "
+                  + ", ".join(f"{x:.0f}" for x in steps), flush=True)
+    elif a.memory:
         for n, N in [(100_000, 33), (100_000, 66), (100_000, 132), (20_000, 250), (20_000, 500)]:
             spec = {"kind": "call", "rows": n, "dim": dims[0], "particles": N, "warmup_rows": 2,
                     "backend": backends[0], "memory_budget": float("inf"), "repeats": 1}
@@ -208,7 +262,8 @@ def main(argv=None) -> dict:
                 for b in backends if "run" in kinds else ():
                     if n in {int(float(r)) for r in a.run_rows.split(",") if r}:
                         rec = run_one({"kind": "run", "rows": n, "dim": d,
-                                       "particles": a.particles, "backend": b}, a.timeout)
+                                       "particles": a.particles, "backend": b,
+                                       "chains": a.run_chains}, a.timeout)
                         records.append(rec)
                         print(json.dumps(rec), flush=True)
                 if "pymc" in kinds and n in {int(float(r)) for r in a.pymc_rows.split(",") if r}:
@@ -233,7 +288,7 @@ def main(argv=None) -> dict:
             if r["kind"] == "call":
                 continue
             name = ("pm.sample_smc (1 chain)" if r["kind"] == "pymc"
-                    else f"pmc.sample_smc {r['backend']} (2 chains)")
+                    else f"pmc.sample_smc {r['backend']} ({r.get('chains', 2)} chains)")
             if r.get("unreliable_warning"):
                 name += ", warned"
             lz = (f"{r['log_z']:.2f} ± {r['mcse']:.2f}" if "mcse" in r

@@ -55,7 +55,10 @@ def _fit_one(payload: bytes):
     """Worker entry: unpickle ``(sampler, model, kwargs)`` and run it."""
     import cloudpickle
 
-    sampler, model, kwargs = cloudpickle.loads(payload)
+    from .reproducible import pytensor_lock
+
+    with pytensor_lock():  # unpickling a model builds graphs (threaded workers)
+        sampler, model, kwargs = cloudpickle.loads(payload)
     return sampler(model=model, **kwargs)
 
 

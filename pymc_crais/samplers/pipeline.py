@@ -24,6 +24,7 @@ from .model_info import check_model_for_evidence, model_data_for_results
 from .memory import block_rows, check_memory_budget
 from .options import RunOptions, check_int
 from .prior import prior_sampler
+from .reproducible import with_pytensor_lock
 from .runner import chain_generators
 
 __all__ = ["RunSetup", "check_executor", "finish", "fresh_kernel", "prepare"]
@@ -79,6 +80,7 @@ class RunSetup:
     batched: bool = False
 
 
+@with_pytensor_lock  # graphs and compilations: one thread of the process at a time
 def prepare(options: RunOptions) -> RunSetup:
     """Check the shared arguments, compile the model and build ``q0``, kernel and seeds.
 
@@ -188,6 +190,7 @@ def fresh_kernel(setup: RunSetup) -> MutationKernel:
     return setup.kernel
 
 
+@with_pytensor_lock  # the mapping's graphs and compilation, PyMC's log-likelihood
 def finish(setup: RunSetup, chains: list[ChainResult], attrs: dict, extra_vars: dict):
     """The sampler's return value from its chains' results.
 

@@ -6,28 +6,82 @@ differently: the same seed then gave other bits with a cold and a warm cache. Ev
 of the package is compiled here, with fast-math off (:func:`reproducible_compile`), also when
 a worker process unpickles it (:class:`ReproducibleFunction`); :class:`LazyFunction` defers a
 compilation until its first call.
+
+PyTensor's configuration is process-wide, and PyTensor and PyMC change it for the duration of
+some calls (``config.change_flags``): every compilation sets ``mode`` to the mode being
+compiled and ``traceback__limit`` to 0; shape inference sets ``cxx=""``. Two threads doing
+that at once restore each other's values in the wrong order and leave the process with
+another mode for good; PyMC's initial-point function is compiled with ``FAST_COMPILE``, so
+every later compilation of the process then ran on PyTensor's Python implementations.
+:func:`pytensor_lock` (one re-entrant lock of the process) keeps the package's PyTensor
+work to one thread at a time: compilations, and the set-up, mapping and unpickling steps
+that build graphs or compile through PyMC.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import threading
 
-__all__ = ["LazyFunction", "ReproducibleFunction", "compile_function", "reproducible_compile"]
+__all__ = [
+    "LazyFunction",
+    "ReproducibleFunction",
+    "compile_function",
+    "pytensor_lock",
+    "reproducible_compile",
+    "with_pytensor_lock",
+]
 
 
 # PyTensor's flags are process-wide: two threads compiling at once (chains or models on a
-# ThreadPoolExecutor or a threaded Dask worker) would restore each other's flag in the middle
-# of a compilation, so one of them could compile with fast-math. Numba compiles under a lock
-# of its own anyway, so holding one here costs nothing.
-_COMPILE_LOCK = threading.RLock()
+# ThreadPoolExecutor or a threaded Dask worker) restore each other's flags out of order (see
+# the module's docstring). Numba compiles under a lock of its own anyway, so holding one
+# here costs little.
+_PYTENSOR_LOCK = threading.RLock()
+
+
+def _new_lock_in_child() -> None:
+    # a process forked while another thread held the lock would inherit it held, by a
+    # thread that does not exist there, and its first compilation would wait forever
+    global _PYTENSOR_LOCK
+    _PYTENSOR_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+@contextlib.contextmanager
+def pytensor_lock():
+    """Hold the package's process-wide PyTensor lock (re-entrant) while inside.
+
+    Everything of the package that builds graphs or compiles (and so changes PyTensor's
+    process-wide flags for a while) runs inside it, so that samplers running in several
+    threads (a ``ThreadPoolExecutor``, a Dask cluster with ``processes=False``) cannot leave
+    the process with another compilation mode. Model evaluations run outside it.
+    """
+    lock = _PYTENSOR_LOCK
+    with lock:
+        yield
+
+
+def with_pytensor_lock(fn):
+    """Decorator: ``fn`` runs inside :func:`pytensor_lock`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with pytensor_lock():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 @contextlib.contextmanager
 def _without_fast_math():
     import pytensor
 
-    with _COMPILE_LOCK, pytensor.config.change_flags(numba__fastmath=False):
+    with pytensor_lock(), pytensor.config.change_flags(numba__fastmath=False):
         yield
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..chain_result import ChainResult
 from .progress import ChainProgress, worker_initializer
+from .reproducible import pytensor_lock
 from .term_checks import check_seed, explain_model_errors
 
 __all__ = [
@@ -141,7 +142,8 @@ def _run_in_worker(payload: bytes | int) -> ChainResult:
     else:
         import cloudpickle
 
-        run, task = cloudpickle.loads(payload)
+        with pytensor_lock():  # unpickling rebuilds graphs and compiles (threaded workers)
+            run, task = cloudpickle.loads(payload)
     try:
         with one_blas_thread():
             return run(task)

@@ -15,6 +15,8 @@ import numbers
 
 import numpy as np
 
+from .reproducible import with_pytensor_lock
+
 __all__ = ["ImpossibleModelError", "check_seed", "explain_model_errors", "term_log_densities"]
 
 N_PRIOR_POINTS = 64
@@ -49,6 +51,7 @@ def _terms(model) -> list[tuple[str, str, object]]:
     return out
 
 
+@with_pytensor_lock
 def term_log_densities(model, points: np.ndarray) -> tuple[list, np.ndarray]:
     """Each term's log-density at each point: ``(terms, values)`` of shape
     ``(n_terms, n_points)``; terms are ``(kind, name)``; points in unconstrained space."""
@@ -69,6 +72,7 @@ def term_log_densities(model, points: np.ndarray) -> tuple[list, np.ndarray]:
     return [(k, n) for k, n, _ in terms], values
 
 
+@with_pytensor_lock
 def _prior_points(model) -> np.ndarray:
     from .compile import initial_point_vector, parameter_layout
     from .prior import prior_sampler

@@ -7,6 +7,7 @@ import multiprocessing
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pymc as pm
@@ -29,6 +30,7 @@ from pymc_crais.samplers.memory import (
     observed_elements,
 )
 from pymc_crais.samplers.progress import ChainProgress
+from pymc_crais.samplers.reproducible import pytensor_lock
 from pymc_crais.samplers.runner import ChainFailedError, run_chains
 
 Y = np.array([[0.3, -0.2], [0.1, 0.5], [1.2, -0.7]])
@@ -261,6 +263,73 @@ def test_chains_on_a_thread_pool_equal_local_chains():
         pmc.sample_ais(executor="dask", random_seed=11, **kw)
 
 
+_FLAGS = ("mode", "linker", "cxx", "traceback__limit", "optdb__max_use_ratio", "numba__fastmath")
+
+
+def _pytensor_flags() -> dict:
+    import pytensor
+
+    return {f: getattr(pytensor.config, f) for f in _FLAGS}
+
+
+def test_samplers_in_threads_leave_pytensor_flags_as_they_were():
+    """Regression (issue 17): models fitted at once in threads. PyTensor sets process-wide
+    flags for the duration of every compilation (mode, traceback__limit) and of shape
+    inference (cxx, optdb__max_use_ratio); two threads doing it at once restored each other's
+    values out of order and left ``mode`` at PyMC's FAST_COMPILE initial-point mode, so
+    every later compilation of the process ran PyTensor's Python implementations (a CR-AIS
+    test: 8.5 s alone, > 150 s after a threaded Dask cluster). Before the fix this failed on
+    every try; the results must also be the bits of the runs one after the other."""
+    before = _pytensor_flags()
+    models = {"narrow": _normal_means(1.0), "wide": _normal_means(3.0)}
+    kw = {"draws": 32, "n_steps": 4, "chains": 1, "progressbar": False}
+    with cf.ThreadPoolExecutor(2) as ex:  # sampler calls in threads, then fit_many's tasks
+        list(ex.map(lambda m: pmc.sample_ais(model=m, random_seed=2, **kw), models.values()))
+        assert _pytensor_flags() == before
+        many = pmc.fit_many(models, "ais", executor=ex, random_seed=9, **kw)
+    assert _pytensor_flags() == before
+    local = pmc.fit_many(models, "ais", random_seed=9, **kw)
+    for name in models:
+        np.testing.assert_array_equal(many[name].sample_stats.log_weights.values,
+                                      local[name].sample_stats.log_weights.values)
+
+
+def _lock_free_in_child(queue) -> None:
+    got = threading.Event()
+
+    def take():
+        with pytensor_lock():
+            got.set()
+
+    threading.Thread(target=take, daemon=True).start()
+    queue.put(got.wait(5.0))
+
+
+def test_a_forked_process_does_not_inherit_a_held_pytensor_lock():
+    """A process forked while another thread compiles (holds the lock) gets a free lock:
+    its own first compilation must not wait for a thread that does not exist there."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with pytensor_lock():
+            held.set()
+            release.wait(30.0)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10.0)
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_lock_free_in_child, args=(queue,))
+        child.start()
+        assert queue.get(timeout=20.0) is True
+        child.join(10.0)
+    finally:
+        release.set()
+        holder.join()
+
+
 def test_fit_many_on_a_process_pool_equals_local_runs_and_feeds_compare():
     models = {"narrow": _normal_means(1.0), "wide": _normal_means(3.0)}
     kw = {"draws": 64, "n_steps": 8, "chains": 2}
@@ -284,14 +353,16 @@ def test_fit_many_on_a_process_pool_equals_local_runs_and_feeds_compare():
 
 
 @pytest.mark.parametrize(
-    "processes", [pytest.param(False, marks=pytest.mark.slow), pytest.param(True, marks=pytest.mark.slow)], ids=["threads", "processes"]
+    "processes", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["threads", "processes"]
 )
 def test_fit_many_on_a_local_dask_cluster_equals_local_runs(processes):
     """The issue's done-when: a multi-model comparison on a Dask cluster with results
     identical to local runs; a sampler's chains on the cluster too. The tasks are cloudpickle
     bytes either way; with worker processes (slow: ~20-50 s to start them and compile there)
-    they also cross a process boundary."""
+    they also cross a process boundary. With worker threads the process's PyTensor flags
+    must be left as they were (the issue 17 defect: later runs at Python speed)."""
     distributed = pytest.importorskip("distributed")
+    before = _pytensor_flags()
     models = {"narrow": _normal_means(1.0), "wide": _normal_means(3.0)}
     kw = {"draws": 64, "n_steps": 8, "chains": 2}
     local = pmc.fit_many(models, "ais", random_seed=9, **kw)
@@ -316,6 +387,7 @@ def test_fit_many_on_a_local_dask_cluster_equals_local_runs(processes):
             local[name].sample_stats.log_weights.values, remote[name].sample_stats.log_weights.values
         )
     assert pmc.compare(remote).index[0] == pmc.compare(local).index[0]
+    assert _pytensor_flags() == before
 
 
 # ----------------------------------------------------------------------------- JAX
