@@ -14,6 +14,7 @@ from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
 from .anneal_chain import run_anneal_chains
 from .crais import sample_crais
 from .options import RunOptions, check_int, resolve_schedule
+from .path_option import build_path, check_path
 from .pipeline import finish, prepare
 from .runner import single_threaded_blas
 from .tuning import scale_shift_pilot
@@ -51,6 +52,8 @@ def sample_ais(
     mp_ctx=None,
     executor=None,
     memory_budget: float | None = None,
+    path: str = "geometric",
+    path_kwargs: dict | None = None,
     **crais_kwargs,
 ):
     """Estimate the evidence ``log Z`` of a PyMC model by annealed importance sampling.
@@ -148,6 +151,15 @@ def sample_ais(
         call, whatever its size. The same seed and budget give the same bits; another budget
         can round a BLAS product differently in the last bits, and so give another
         (statistically equivalent) run.
+    path : {"geometric", "moment_averaging"}, default "geometric"
+        ``"moment_averaging"`` (issue 15, seed 004; ``alpha=0`` only, not with the
+        constant-rate rule): geometric from ``q0`` to a Gaussian with its moments (from
+        exact draws), by moment averaging to the Laplace fit of the posterior (its model
+        evaluations added to ``n_logp_evals_laplace``), then geometric to the posterior;
+        continuous models with a gradient only. See ``docs/paths.md`` for when it helps.
+    path_kwargs : dict, optional
+        ``{"breaks": (t1, t2)}``: the τ where the moment-averaging path's three legs meet
+        (default ``(1/3, 2/3)``).
     **crais_kwargs
         Only with ``schedule="constant_rate"``: arguments of :func:`sample_crais`.
 
@@ -166,6 +178,7 @@ def sample_ais(
     ...     idata = pmc.sample_ais(draws=500, n_steps=50, random_seed=1, progressbar=False)
     >>> value, mcse = pmc.log_marginal_likelihood(idata)
     """
+    path, path_kwargs = check_path(path, alpha, schedule, path_kwargs)
     if isinstance(schedule, str) and schedule.lower() == "constant_rate":
         return sample_crais(
             draws=draws,
@@ -218,7 +231,7 @@ def sample_ais(
     c, _ = scale_shift_pilot(setup, alpha, scale_shift, attrs, schedule=pilot_sched)
     outs, attrs["sampling_time"] = run_anneal_chains(
         setup,
-        make_path(alpha, c),
+        build_path(setup, path, alpha, c, attrs, path_kwargs),
         sched,
         "AIS",
         n_mcmc_steps=int(n_mcmc_steps),
