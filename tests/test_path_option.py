@@ -53,3 +53,19 @@ def test_path_argument_errors():
         pm.Normal("y", k, 1.0, observed=[2.0, 3.0])
     with pytest.raises(ValueError, match="path='moment_averaging' needs a Laplace fit"):
         pmc.sample_smc(100, model=discrete, path="moment_averaging", **QUICK)
+
+
+def test_ais_thermodynamic_schedule():
+    """schedule="thermodynamic": equal-length steps from the pilot's metric, exact evidence;
+    from a wide prior the metric Var_τ(Δ) is largest near τ = 0, so the steps start small."""
+    case = em.normal_mean()
+    idata = pmc.sample_ais(500, schedule="thermodynamic", n_steps=60, model=case.model, init="prior", random_seed=6, **QUICK)
+    em.assert_evidence(idata, case.log_z, 0.1)
+    st = idata.sample_stats
+    assert st.attrs["schedule"] == "thermodynamic" and st.attrs["n_logp_evals_pilot"] > 0
+    taus = st["tau"].values[0]
+    taus = taus[np.isfinite(taus)]
+    assert taus.size == 60 and taus[-1] == 1.0 and np.all(np.diff(taus) > 0)  # τ_1 … τ_K
+    assert taus[0] < 0.1 / 60 and np.diff(taus)[-1] > 1.0 / 60
+    with pytest.raises(ValueError, match="thermodynamic"):
+        pmc.sample_ais(100, schedule="thermodynamic", path="moment_averaging", model=case.model, **QUICK)

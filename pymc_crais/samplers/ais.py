@@ -17,7 +17,7 @@ from .options import RunOptions, check_int, resolve_schedule
 from .path_option import build_path, check_path
 from .pipeline import finish, prepare
 from .runner import single_threaded_blas
-from .tuning import scale_shift_pilot
+from .tuning import scale_shift_pilot, thermodynamic_pilot
 
 __all__ = ["sample_ais"]
 
@@ -72,7 +72,10 @@ def sample_ais(
         ``"ess"`` or ``"cess"`` (adaptive AIS: each step keeps ``ESS(W·incr) = ρ ESS(W)`` or
         the conditional ESS at ``ρN``, per chain, by bisection); ``"constant_rate"`` (runs
         :func:`sample_crais` with the remaining arguments); an increasing array of τ from
-        exactly 0 to 1; or a previous result, whose schedule is re-used.
+        exactly 0 to 1; or a previous result, whose schedule is re-used. ``"thermodynamic"``:
+        ``n_steps`` steps of equal thermodynamic length along the path (seed 004's optimal
+        binned schedule), the metric ``Var_τ[∂_τ log γ_τ]`` from a geometric pilot's
+        stages pooled (``n_logp_evals_pilot``); see ``docs/paths.md``.
     n_steps : int, default 200
         Steps of a fixed named schedule.
     alpha : float, default 0.0
@@ -211,7 +214,12 @@ def sample_ais(
         raise TypeError(f"sample_ais got unexpected arguments {sorted(crais_kwargs)}")
     t_start = time.perf_counter()
     make_path(alpha, 0.0)  # validates alpha before any compilation
-    sched = resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
+    thermo = isinstance(schedule, str) and schedule.lower() == "thermodynamic"
+    if thermo:
+        check_int(n_steps, "n_steps", 1, "e.g. n_steps=200")
+        if path != "geometric":
+            raise ValueError("schedule='thermodynamic' needs path='geometric' (the metric of its pilot)")
+    sched = resolve_schedule("linear" if thermo else schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
     options = RunOptions.from_arguments(locals())
     setup = prepare(options)
@@ -228,7 +236,11 @@ def sample_ais(
         pilot_sched = make_fixed_schedule(
             schedule, max(int(n_steps) // 4, 10), **dict(schedule_kwargs or {})
         )
-    c, _ = scale_shift_pilot(setup, alpha, scale_shift, attrs, schedule=pilot_sched)
+    if thermo:
+        c, sched = thermodynamic_pilot(setup, alpha, scale_shift, int(n_steps), attrs)
+        attrs.update(sched.describe(), schedule="thermodynamic")
+    else:
+        c, _ = scale_shift_pilot(setup, alpha, scale_shift, attrs, schedule=pilot_sched)
     outs, attrs["sampling_time"] = run_anneal_chains(
         setup,
         build_path(setup, path, alpha, c, attrs, path_kwargs),
