@@ -5,16 +5,28 @@
 ``G0`` (a Gaussian with ``q0``'s moments, from exact draws of ``q0``), by moment averaging
 to ``G1`` (the Laplace fit of the posterior), then geometric to the posterior. The Laplace
 fit's model evaluations are added to ``n_logp_evals_laplace``.
+
+A Gaussian at one mode is a bad waypoint for a posterior with several modes (the geometric
+leg from it cannot find the others: a silent miss) or with no interior mode (a funnel's
+fit runs to a zero scale). So the fit is checked as ``init="auto"`` checks it — L-BFGS
+converged to a finite, interior mode with a concave Hessian, and short L-BFGS runs from
+:data:`N_STARTS` draws of ``q0`` find no other mode and no higher density — and if a check
+fails (or ``init="auto"`` already rejected the fit) the run anneals along the geometric path
+with a :class:`~pymc_crais.warnings.PathFallbackWarning` (``path_fallback_reason``).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ..core.initial import laplace_fit
+from ..core.initial import laplace_fit, search_modes
 from ..core.ma_path import MomentAveragingPath
 from ..core.paths import AnnealingPath, make_path
+from ..warnings import PathFallbackWarning
 from .compile import initial_point_vector
+from .init_auto import GAIN_TOL, MAX_ABS_COORDINATE, N_STARTS, START_MAXITER
 
 __all__ = ["PATHS", "build_path", "check_path"]
 
@@ -55,6 +67,24 @@ def _moments(setup, n_draws: int) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(axis=0), cov + ridge * np.eye(d)
 
 
+def _fit_and_check(setup, base):
+    """The Laplace fit and, if it is not a usable Gaussian, why (else ``None``)."""
+    if setup.attrs.get("init_choice") == "prior":
+        return None, f"init='auto' rejected the Laplace fit ({setup.attrs.get('init_reason')})"
+    try:
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            fit = laplace_fit(base, initial_point_vector(setup.model, setup.layout))
+    except FloatingPointError:
+        return None, "the Hessian at the mode is not finite"
+    if not fit.converged or fit.n_nonconcave or not np.all(np.abs(fit.mode) <= MAX_ABS_COORDINATE):
+        return fit, "the Laplace fit has no interior mode (not converged, non-concave or unbounded)"
+    starts = setup.draw(setup.aux_rng.spawn(1)[0], N_STARTS)
+    search = search_modes(base, starts, fit, maxiter=START_MAXITER)
+    if search.n_modes > 1 or search.max_gain > GAIN_TOL:
+        return fit, f"several modes: {search.n_modes} found from {N_STARTS} starts"
+    return fit, None
+
+
 def build_path(setup, path: str, alpha: float, c: float, attrs: dict, path_kwargs: dict) -> AnnealingPath:
     """The run's path; for ``"moment_averaging"`` fits its two Gaussians (see the module).
 
@@ -71,15 +101,22 @@ def build_path(setup, path: str, alpha: float, c: float, attrs: dict, path_kwarg
             "variables and the model's gradient (a gradient kernel such as kernel='hmc', or "
             "init='auto' / 'laplace'); use path='geometric'"
         )
-    m0, s0 = _moments(setup, max(4000, 40 * layout.dim))
-    fit = laplace_fit(base, initial_point_vector(setup.model, layout))
-    ma = MomentAveragingPath(0.0, float(c), m0, s0, fit.mode, fit.cov, **path_kwargs)
+    before = base.n_evals
+    fit, why = _fit_and_check(setup, base)
+    n_fit = int(base.n_evals - before)
     attrs.update(
-        path=ma.name,
-        path_description=ma.describe(),
-        path_fit_converged=bool(fit.converged),
-        path_fit_nonconcave=int(fit.n_nonconcave),
-        path_n_logp_evals_fit=int(fit.n_evals),
-        n_logp_evals_laplace=int(attrs.get("n_logp_evals_laplace", 0)) + int(fit.n_evals),
+        path_n_logp_evals_fit=n_fit,
+        n_logp_evals_laplace=int(attrs.get("n_logp_evals_laplace", 0)) + n_fit,
     )
+    if why is not None:
+        warnings.warn(
+            f"path='moment_averaging' runs the geometric path instead: {why}",
+            PathFallbackWarning,
+            stacklevel=3,
+        )
+        attrs.update(path="geometric", path_fallback_reason=why)
+        return make_path(alpha, c)
+    m0, s0 = _moments(setup, max(4000, 40 * layout.dim))
+    ma = MomentAveragingPath(0.0, float(c), m0, s0, fit.mode, fit.cov, **path_kwargs)
+    attrs.update(path=ma.name, path_description=ma.describe())
     return ma
