@@ -2,6 +2,10 @@
 
     python benchmarks/path_table.py [--results benchmarks/out/ma_path.json]
         [--sampler smc] [--base '{"path": "geometric"}'] [--other '{"path": "moment_averaging"}']
+    python benchmarks/path_table.py --results benchmarks/out/thermodynamic.json --all
+
+``--all``: every (sampler, options) per (case, init), with ``MCSE² × evaluations`` relative to
+the smallest of the group.
 
 For each (case, init) run with both ``--kwargs`` settings: the error against the reference,
 the reported MCSE, the model evaluations (all of them: chains, pilots, Laplace fits) and the
@@ -42,8 +46,9 @@ def table(results: dict, sampler: str, base: dict, other: dict) -> str:
     def cell(r):
         if r.get("status") != "ok":
             return [r.get("status", "?"), "", ""]
-        miss = " (miss)" if r.get("miss") else ""
-        return [f"{r['error']:+.3f}{miss}", f"{r['mcse']:.3f}", f"{r['evals']:.3g}"]
+        err, missed = _error(r)
+        miss = " (miss)" if missed else ""
+        return [f"{err:+.3f}{miss}", f"{r['mcse']:.3f}", f"{r['evals']:.3g}"]
 
     for (case, init), pair in sorted(rows.items(), key=lambda t: (t[0][1], t[0][0])):
         if set(pair) != {"base", "other"}:
@@ -56,14 +61,49 @@ def table(results: dict, sampler: str, base: dict, other: dict) -> str:
     return "\n".join(lines)
 
 
+def _error(r) -> tuple[float, bool]:
+    err = r["log_z"] - r["reference"]
+    ref = r.get("reference_mcse", 0.0)
+    nat = (0.1 if ref == 0.0 else 0.3) + 3 * ref
+    return err, bool(abs(err) > 3 * r["mcse"] or abs(err) > nat)  # validate.py's miss rule
+
+
+def listing(results: dict) -> str:
+    """Every run per (case, init): error, MCSE, evaluations, relative MCSE² × evaluations."""
+    groups = {}
+    for rec in results.values():
+        groups.setdefault((str(rec.get("init")), rec["case"]), []).append(rec)
+    lines = [
+        "| case | init | sampler (options) | error | MCSE | evals | MCSE²·evals / best |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (init, case), recs in sorted(groups.items()):
+        ok = [r for r in recs if r.get("status") == "ok" and r.get("mcse", 0) > 0]
+        best = min((r["mcse"] ** 2 * r["evals"] for r in ok), default=float("nan"))
+        for r in sorted(recs, key=lambda r: (r["sampler"], _kw_key(r.get("kwargs")))):
+            name = r["sampler"] + (f" {_kw_key(r.get('kwargs'))}" if r.get("kwargs") else "")
+            if r in ok:
+                err, miss = _error(r)
+                work = r["mcse"] ** 2 * r["evals"] / best
+                cells = [f"{err:+.3f}" + (" (miss)" if miss else ""), f"{r['mcse']:.3f}", f"{r['evals']:.3g}", f"{work:.2f}"]
+            else:
+                cells = [r.get("status", "?"), "", "", ""]
+            lines.append("| " + " | ".join([case, init, name, *cells]) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(REPO / "benchmarks" / "out" / "ma_path.json"))
     ap.add_argument("--sampler", default="smc")
     ap.add_argument("--base", default='{"path": "geometric"}')
     ap.add_argument("--other", default='{"path": "moment_averaging"}')
+    ap.add_argument("--all", action="store_true", help="list every run per (case, init)")
     a = ap.parse_args(argv)
     results = json.loads(Path(a.results).read_text())
+    if a.all:
+        print(listing(results))
+        return
     print(table(results, a.sampler, json.loads(a.base), json.loads(a.other)))
 
 
