@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "ChainDisagreementWarning",
     "MaxStepsWarning",
+    "PathFallbackWarning",
     "RTSInitialLoopWarning",
     "UnreliableEvidenceWarning",
 ]
@@ -50,3 +51,10 @@ class RTSInitialLoopWarning(RuntimeWarning):
     stopping rule held: the per-level ``log Z_k`` guesses are still off, so temperatures may
     mix poorly. Increase ``max_init_rounds`` or ``n_init_sweeps``, or use more
     temperatures."""
+
+
+class PathFallbackWarning(RuntimeWarning):
+    """``path="moment_averaging"`` annealed along the geometric path instead: the Laplace
+    fit it needs is not a usable Gaussian of the posterior (no interior mode, several modes
+    found, or ``init="auto"`` rejected the fit). The reason is in the attribute
+    ``path_fallback_reason``."""

@@ -95,11 +95,10 @@ class _BisectionSchedule(Schedule):
 
     def next_tau(self, stage, tau, state, log_weights, path) -> float:
         log_w = clean_log_weights(log_weights)
-        delta = state.delta
         hi_tau = min(1.0, tau + self.max_dtau)
 
         def ok(t):
-            return self.criterion(log_w, path.log_increment(tau, t, delta)) >= 0.0
+            return self.criterion(log_w, path.state_log_increment(tau, t, state)) >= 0.0
 
         if ok(hi_tau):
             return hi_tau

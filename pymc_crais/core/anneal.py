@@ -163,7 +163,7 @@ def _next_tau(loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: 
 
 def _reweight(loop: _Loop, path: AnnealingPath, tau_new: float) -> tuple[float, float]:
     """Apply the increment to ``τ_new``; returns the stage's ``log Ẑ`` increment and ESS."""
-    incr = path.log_increment(loop.tau, tau_new, loop.state.delta)
+    incr = path.state_log_increment(loop.tau, tau_new, loop.state)
     log_w_norm = loop.log_w - logsumexp(loop.log_w)
     log_z_inc = logsumexp(log_w_norm + incr)
     if not np.isfinite(log_z_inc):

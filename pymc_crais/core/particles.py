@@ -110,11 +110,10 @@ class ParticleState:
 
     def log_density(self, path: AnnealingPath, tau: float) -> np.ndarray:
         """``log γ_τ`` of every particle (from the cache, no model call)."""
-        return path.log_density(tau, self.log_q0, self.delta)
+        return path.state_log_density(tau, self)
 
     def grad_log_density(self, path: AnnealingPath, tau: float) -> np.ndarray:
         """``∇ log γ_τ = ∇ log q0 + w ∇Δ`` of every particle (from the cache)."""
         if not self.has_gradient:
             raise ValueError("no gradients cached; evaluate the density with gradient=True")
-        w = path.gradient_weight(tau, self.delta)
-        return self.grad_log_q0 + w[:, None] * self.grad_delta
+        return path.state_grad_log_density(tau, self)

@@ -69,6 +69,11 @@ def _by_level(fn, taus: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return out
 
 
+def _state_gradient(path, tau, state) -> np.ndarray:
+    w = path.gradient_weight(tau, state.delta)
+    return state.grad_log_q0 + np.reshape(w, (-1, 1)) * state.grad_delta
+
+
 def _per_particle_args(taus, delta) -> tuple[np.ndarray, np.ndarray]:
     """Cleaned ``Δ`` and the τ's broadcast to its shape."""
     d = _clean_delta(delta)
@@ -115,6 +120,23 @@ class AnnealingPath:
     def describe(self) -> str:
         """A short human-readable name such as ``"geometric"`` or ``"power_mean(alpha=0.5)"``."""
         return self.name
+
+    # --- from a ParticleState: what the annealing loop and the kernels call ---------------
+    #: Whether ``log γ_τ`` needs the particles' positions besides ``(log q0, Δ)`` (then only
+    #: the ``state_*`` methods work: :mod:`pymc_crais.core.ma_path`).
+    uses_positions = False
+
+    def state_log_increment(self, tau_from: float, tau_to: float, state) -> np.ndarray:
+        """:meth:`log_increment` of a :class:`~pymc_crais.core.particles.ParticleState`."""
+        return self.log_increment(tau_from, tau_to, state.delta)
+
+    def state_log_density(self, tau: float, state) -> np.ndarray:
+        """:meth:`log_density` of a :class:`~pymc_crais.core.particles.ParticleState`."""
+        return self.log_density(tau, state.log_q0, state.delta)
+
+    def state_grad_log_density(self, tau: float, state) -> np.ndarray:
+        """``∇ log γ_τ = ∇ log q0 + w ∇Δ`` of a state with cached gradients."""
+        return _state_gradient(self, tau, state)
 
     # --- one τ per particle, ladders, τ-derivative (tempered sampling, TI) ---------------
     #: Whether ``∂_τ h`` is the same at every τ (``h`` linear in τ), so that a ladder's
@@ -340,6 +362,14 @@ class ArrayTauPath:
     def log_density(self, tau, log_q0, delta) -> np.ndarray:
         """``log γ_{τ_j}(θ_j)`` per particle (``-inf`` instead of NaN)."""
         return _density(log_q0, self.log_ratio(tau, delta))
+
+    def state_log_density(self, tau, state) -> np.ndarray:
+        """:meth:`log_density` of a :class:`~pymc_crais.core.particles.ParticleState`."""
+        return self.log_density(tau, state.log_q0, state.delta)
+
+    def state_grad_log_density(self, tau, state) -> np.ndarray:
+        """``∇ log γ_{τ_j}`` per particle of a state with cached gradients."""
+        return _state_gradient(self, tau, state)
 
     def describe(self) -> str:
         return self.path.describe()

@@ -14,9 +14,10 @@ from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
 from .anneal_chain import run_anneal_chains
 from .crais import sample_crais
 from .options import RunOptions, check_int, resolve_schedule
+from .path_option import build_path, check_path
 from .pipeline import finish, prepare
 from .runner import single_threaded_blas
-from .tuning import scale_shift_pilot
+from .tuning import scale_shift_pilot, thermodynamic_pilot
 
 __all__ = ["sample_ais"]
 
@@ -51,6 +52,8 @@ def sample_ais(
     mp_ctx=None,
     executor=None,
     memory_budget: float | None = None,
+    path: str = "geometric",
+    path_kwargs: dict | None = None,
     **crais_kwargs,
 ):
     """Estimate the evidence ``log Z`` of a PyMC model by annealed importance sampling.
@@ -69,7 +72,10 @@ def sample_ais(
         ``"ess"`` or ``"cess"`` (adaptive AIS: each step keeps ``ESS(W·incr) = ρ ESS(W)`` or
         the conditional ESS at ``ρN``, per chain, by bisection); ``"constant_rate"`` (runs
         :func:`sample_crais` with the remaining arguments); an increasing array of τ from
-        exactly 0 to 1; or a previous result, whose schedule is re-used.
+        exactly 0 to 1; or a previous result, whose schedule is re-used. ``"thermodynamic"``:
+        ``n_steps`` steps of equal thermodynamic length along the path (seed 004's optimal
+        binned schedule), the metric ``Var_τ[∂_τ log γ_τ]`` from a geometric pilot's
+        stages pooled (``n_logp_evals_pilot``); see ``docs/paths.md``.
     n_steps : int, default 200
         Steps of a fixed named schedule.
     alpha : float, default 0.0
@@ -148,6 +154,15 @@ def sample_ais(
         call, whatever its size. The same seed and budget give the same bits; another budget
         can round a BLAS product differently in the last bits, and so give another
         (statistically equivalent) run.
+    path : {"geometric", "moment_averaging"}, default "geometric"
+        ``"moment_averaging"`` (issue 15, seed 004; ``alpha=0`` only, not with the
+        constant-rate rule): geometric from ``q0`` to a Gaussian with its moments (from
+        exact draws), by moment averaging to the Laplace fit of the posterior (its model
+        evaluations added to ``n_logp_evals_laplace``), then geometric to the posterior;
+        continuous models with a gradient only. See ``docs/paths.md`` for when it helps.
+    path_kwargs : dict, optional
+        ``{"breaks": (t1, t2)}``: the τ where the moment-averaging path's three legs meet
+        (default ``(1/3, 2/3)``).
     **crais_kwargs
         Only with ``schedule="constant_rate"``: arguments of :func:`sample_crais`.
 
@@ -166,6 +181,7 @@ def sample_ais(
     ...     idata = pmc.sample_ais(draws=500, n_steps=50, random_seed=1, progressbar=False)
     >>> value, mcse = pmc.log_marginal_likelihood(idata)
     """
+    path, path_kwargs = check_path(path, alpha, schedule, path_kwargs)
     if isinstance(schedule, str) and schedule.lower() == "constant_rate":
         return sample_crais(
             draws=draws,
@@ -198,7 +214,12 @@ def sample_ais(
         raise TypeError(f"sample_ais got unexpected arguments {sorted(crais_kwargs)}")
     t_start = time.perf_counter()
     make_path(alpha, 0.0)  # validates alpha before any compilation
-    sched = resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
+    thermo = isinstance(schedule, str) and schedule.lower() == "thermodynamic"
+    if thermo:
+        check_int(n_steps, "n_steps", 1, "e.g. n_steps=200")
+        if path != "geometric":
+            raise ValueError("schedule='thermodynamic' needs path='geometric' (the metric of its pilot)")
+    sched = resolve_schedule("linear" if thermo else schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
     options = RunOptions.from_arguments(locals())
     setup = prepare(options)
@@ -215,10 +236,14 @@ def sample_ais(
         pilot_sched = make_fixed_schedule(
             schedule, max(int(n_steps) // 4, 10), **dict(schedule_kwargs or {})
         )
-    c, _ = scale_shift_pilot(setup, alpha, scale_shift, attrs, schedule=pilot_sched)
+    if thermo:
+        c, sched = thermodynamic_pilot(setup, alpha, scale_shift, int(n_steps), attrs)
+        attrs.update(sched.describe(), schedule="thermodynamic")
+    else:
+        c, _ = scale_shift_pilot(setup, alpha, scale_shift, attrs, schedule=pilot_sched)
     outs, attrs["sampling_time"] = run_anneal_chains(
         setup,
-        make_path(alpha, c),
+        build_path(setup, path, alpha, c, attrs, path_kwargs),
         sched,
         "AIS",
         n_mcmc_steps=int(n_mcmc_steps),

@@ -18,6 +18,7 @@ from .options import (
     is_auto,
     resolve_schedule,
 )
+from .path_option import build_path, check_path
 from .pipeline import finish, prepare
 from .runner import single_threaded_blas
 from .tuning import rate_for_steps, scale_shift_pilot
@@ -85,7 +86,9 @@ def sample_smc(
         (default ``"auto"``, see :func:`pymc_crais.sample_ais`),
         ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
-        ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``.
+        ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``; ``path``
+        (``"geometric"`` default, or ``"moment_averaging"``) and ``path_kwargs``, as in
+        :func:`pymc_crais.sample_ais`.
 
     Returns
     -------
@@ -126,6 +129,8 @@ def sample_smc(
     executor = kw.pop("executor", None)
     memory_budget = kw.pop("memory_budget", None)
     scale_shift = kw.pop("scale_shift", None)
+    path = kw.pop("path", "geometric")
+    path_kwargs = kw.pop("path_kwargs", None)
     if kw:
         raise TypeError(f"sample_smc got unexpected keyword arguments {sorted(kw)}")
     if resample not in ("always", "ess"):
@@ -133,6 +138,7 @@ def sample_smc(
     if not (np.isfinite(resample_threshold) and 0 < resample_threshold <= 1):
         raise ValueError(f"resample_threshold must be in (0, 1], got {resample_threshold!r}")
     make_path(alpha, 0.0)
+    path, path_kwargs = check_path(path, alpha, schedule, path_kwargs)
     sched: Schedule | None
     if isinstance(schedule, str) and schedule in ADAPTIVE_SCHEDULES:
         rule = ESSSchedule if schedule == "ess" else CESSSchedule
@@ -181,7 +187,7 @@ def sample_smc(
         attrs.update(sched.describe())
     outs, attrs["sampling_time"] = run_anneal_chains(
         setup,
-        make_path(alpha, c),
+        build_path(setup, path, alpha, c, attrs, path_kwargs),
         sched,
         "SMC",
         n_mcmc_steps=n_mcmc_steps,

@@ -25,6 +25,7 @@ from ..core.particles import ParticleState
 from ..core.paths import make_path
 from ..core.rate_reference import RateReference, reference_total_rate
 from ..core.schedules import FixedSchedule, Schedule, exponential_schedule, make_fixed_schedule
+from ..core.thermodynamic import fisher_metric, path_score, thermodynamic_schedule
 from ..warnings import MaxStepsWarning
 from .pipeline import RunSetup, fresh_kernel
 from .progress import ChainProgress, stage_callback
@@ -41,6 +42,7 @@ __all__ = [
     "rate_for_steps",
     "rate_pilot_schedule",
     "scale_shift_pilot",
+    "thermodynamic_pilot",
 ]
 
 PILOT_DRAWS = 256
@@ -175,6 +177,7 @@ def path_pilot(
     schedule=None,
     need_rate=False,
     need_reference=False,
+    need_pool=False,
 ) -> Pilot:
     """The scale shift ``c`` of the path, the path's length ``T`` if ``need_rate``, and
     for α ≠ 0 the constant-rate rule's reference population.
@@ -187,7 +190,7 @@ def path_pilot(
     (:class:`~pymc_crais.core.rate_reference.RateReference`), give the rule's statistics and
     ``T``, whose estimate from the particles of the power-mean path itself misses the
     target's mass (issue 15). Records ``c``, ``scale_shift`` and ``n_logp_evals_pilot`` in
-    ``attrs``.
+    ``attrs``. ``need_pool``: run the pilot and pool its stages whatever α.
     """
     if isinstance(scale_shift, str) and scale_shift != "pilot":
         raise ValueError(f"scale_shift must be a float, 'pilot' or None, got {scale_shift!r}")
@@ -200,7 +203,7 @@ def path_pilot(
     else:
         c = 0.0
     total, n_pilot, reference = float("nan"), 0, None
-    want_reference = alpha != 0.0 and (need_rate or need_reference)
+    want_reference = need_pool or (alpha != 0.0 and (need_rate or need_reference))
     if need_c or need_rate or want_reference:
         probe = RateProbe(alpha) if (need_rate or want_reference) else None
         before = setup.density.n_evals
@@ -220,6 +223,26 @@ def path_pilot(
         {"c": c, "scale_shift": "pilot" if need_c else "fixed", "n_logp_evals_pilot": n_pilot}
     )
     return Pilot(c, total, reference)
+
+
+def thermodynamic_pilot(setup: RunSetup, alpha, scale_shift, n_steps: int, attrs: dict):
+    """``(c, schedule)``: ``n_steps`` steps of equal thermodynamic length (seed 004).
+
+    The pilot's stages, pooled (:class:`~pymc_crais.core.rate_reference.RateReference`),
+    give the metric ``G(τ)`` (weighted variance of ``∂_τ log γ_τ``) of the path
+    ``(alpha, c)`` on 64 exponentially spaced τ from 10⁻⁶;
+    :func:`~pymc_crais.core.thermodynamic.thermodynamic_schedule` turns it into the
+    schedule. For α ≠ 0 the metric at the two ends (where it can diverge) is not used.
+    """
+    pilot = path_pilot(setup, alpha, scale_shift, attrs, need_pool=True)
+    path, ref = make_path(alpha, pilot.c), pilot.reference
+    grid = exponential_schedule(64, tau_min=1e-6)
+    metric = np.array(
+        [fisher_metric(path_score(ref.delta, t, alpha, pilot.c), ref.log_weights(t, path)) for t in grid]
+    )
+    if alpha != 0.0:
+        metric[[0, -1]] = np.nan
+    return pilot.c, make_fixed_schedule(thermodynamic_schedule(grid, metric, n_steps))
 
 
 @dataclass(frozen=True)
