@@ -463,6 +463,9 @@ def main(argv=None):
             recs.append(rec)
             if not args.no_run:
                 print("  ".join(table_rows([rec])[0]), flush=True)
+    if not args.no_run:  # the last record's classification (error, miss) goes to the store too
+        store_path.parent.mkdir(parents=True, exist_ok=True)
+        store_path.write_text(json.dumps(store, indent=1) + "\n")
     print()
     print(markdown(recs) if args.markdown else text_table(recs))
     print()
