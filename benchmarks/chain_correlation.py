@@ -17,6 +17,16 @@ combined with :func:`pymc_crais.core.estimators.combine_chain_estimates` as a ru
 (``F ~ F(R−1, R(C−1))``), the intra-run correlation ``ρ = (F − 1)/(F + C − 1)``, the
 calibration of the chain MCSE (SD of chain errors / RMS chain MCSE) and the ±2 MCSE coverage
 of the combined estimate.
+
+Finding (issue 13 item 4, ``sample_smc`` defaults, 4 chains, 2000 particles): on the 1-d
+models ``init="auto"`` gives a Student-t ``q0`` that is bit-identical for every seed (the
+Laplace fit starts at the model's initial point) and the ESS rule reaches τ = 1 in one
+stage, so each chain is plain importance sampling from one fixed ``q0`` with its own
+SeedSequence child: independent by construction. Measured: normal_mean, 600 seeds, F = 1.03
+(95 % CI 0.91–1.18); one-chain runs (``--split``) 0.92; ``init="prior"`` (3 stages) 1.09;
+beta_binomial (other seeds) 0.99. The F ≈ 1.6 of the 30-seed coverage run was one noisy
+observation counted twice: normal_mean and beta_binomial on the same seeds have chain errors
+correlated at 0.989 (the same standardized draws through near-identical weight functions).
 """
 
 from __future__ import annotations
