@@ -24,8 +24,10 @@ recorded but taken on a shared, contended machine: compare evaluations, not seco
 
 Records accumulate in ``--results`` (default ``benchmarks/out/mcd_suite.json``); a (case,
 method, seed) already there is skipped, so the benchmark can be run in pieces. The table:
-per case and method, the mean evaluations, the root-mean-square error over seeds, the mean
-reported MCSE, the largest ``|error| / MCSE`` and how many runs raised
+per case and method, the mean evaluations (and those spent training), the root-mean-square
+error over seeds, the mean error and reported MCSE, the mean of MCSE² × evaluations (the
+variance at one evaluation's cost: lower is more efficient) and the same with the training's
+evaluations left out (as if a trained sampler were reused for free), the largest ``|error| / MCSE`` and how many runs raised
 ``UnreliableEvidenceWarning``. Results and conclusions: docs/benchmarks.md ("When does it
 pay on PyMC models?").
 """
@@ -134,9 +136,12 @@ def save(path: Path, recs: list[dict]) -> None:
 def table(recs: list[dict]) -> str:
     """Markdown table: one row per case and method, statistics over seeds."""
     lines = [
-        "| case | method | seeds | model evals (mean) | RMSE (nat) | mean error | "
-        "mean MCSE | max abs(error)/MCSE | warned |",
-        "|---|---|---|---|---|---|---|---|---|",
+        (
+            "| case | method | seeds | model evals (mean) | of which training | RMSE (nat) | "
+            "mean error | mean MCSE | MCSE² × evals | same, training excluded | "
+            "max abs(error)/MCSE | warned |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     cases = list(dict.fromkeys(r["case"] for r in recs))
     for case in cases:
@@ -149,7 +154,10 @@ def table(recs: list[dict]) -> str:
             ratio = np.max(np.abs(err) / np.maximum(mcse, 1e-300))
             lines.append(
                 f"| {case} | {LABELS[m]} | {len(rs)} | {np.mean([r['evals'] for r in rs]):,.0f} | "
+                f"{np.mean([r['evals_training'] for r in rs]):,.0f} | "
                 f"{np.sqrt(np.mean(err**2)):.4f} | {np.mean(err):+.4f} | {np.mean(mcse):.4f} | "
+                f"{np.mean(mcse**2 * np.array([r['evals'] for r in rs])):.3g} | "
+                f"{np.mean(mcse**2 * np.array([r['evals'] - r['evals_training'] for r in rs])):.3g} | "
                 f"{ratio:.1f} | {sum(r['unreliable'] > 0 for r in rs)}/{len(rs)} |"
             )
     refs = {r["case"]: r["reference_mcse"] for r in recs if r["reference_mcse"] > 0}
@@ -191,9 +199,7 @@ def main(argv=None):
                     continue
                 draws = None
                 if scale_from:
-                    ref = {
-                        r["method"]: r for r in recs if r["case"] == case and r["seed"] == seed
-                    }
+                    ref = {r["method"]: r for r in recs if r["case"] == case and r["seed"] == seed}
                     if "mcd" not in ref or scale_from not in ref:
                         print(f"skip {case} {method} {seed}: needs the mcd and {scale_from} runs")
                         continue
