@@ -124,3 +124,31 @@ def test_sample_mcd_without_training_is_plain_ula(regression):
     np.testing.assert_allclose(ss.step_size.values, 0.05)
     assert int(ss.n_logp_evals_training[0]) == 0
     assert np.isfinite(float(ss.log_marginal_likelihood[0]))
+
+
+@pytest.mark.parametrize("method", ["mcd", "uha"])
+def test_sample_mcd_cost_accounting_exact(regression, method):
+    """The cost compared with the other samplers (benchmarks/bench_mcd_suite.py) is exact:
+    per training iteration ``batch`` trajectories of ``K + 1`` gradients and ``K + 1``
+    Hessian-vector products (two evaluations each); the estimate ``draws · (K + 1)``
+    gradients; the Laplace fit once, in chain 0."""
+    K, T, B, N = 4, 3, 8, 50
+    idata = pmc.sample_mcd(
+        draws=N,
+        n_steps=K,
+        train_steps=T,
+        batch=B,
+        chains=2,
+        method=method,
+        random_seed=5,
+        model=regression.model,
+        progressbar=False,
+    )
+    ss = idata.sample_stats
+    train = ss.n_logp_evals_training.values
+    np.testing.assert_array_equal(train, [3 * T * B * (K + 1)] * 2)
+    laplace = int(ss.attrs["n_logp_evals_laplace"])
+    assert laplace > 0
+    np.testing.assert_array_equal(
+        ss.n_logp_evals.values - train, [N * (K + 1) + laplace, N * (K + 1)]
+    )
