@@ -328,12 +328,7 @@ class Moves:
         tracker = self.stopping_rule.start(state) if self.stopping_rule is not None else None
         out = MoveResult(state, params, info, [], np.zeros(state.n, dtype=bool))
         for k in range(self.n_steps):
-            if k > 0 and self.retune and tune is not None:
-                out.params = tune(out.params, out.state, out.info)
-            new, out.info = kernel.step(rng, out.state, density, path, tau, out.params)
-            out.moved |= np.any(new.x != out.state.x, axis=1)
-            out.state = new
-            out.acceptance_rates.append(out.info.acceptance_rate)
+            new = self._transition(k, rng, kernel, out, density, path, tau, tune)
             if tracker is not None and tracker.done(new):
                 break
         out.last = out.state
@@ -364,20 +359,25 @@ class Moves:
         m = state.n
         length = -(-int(n_total) // m)
         blocks = [state]
-        moved = np.zeros(state.n, dtype=bool)
-        out = MoveResult(state, params, info, [], None)
+        out = MoveResult(state, params, info, [], np.zeros(state.n, dtype=bool))
         for k in range(length - 1):
-            if k > 0 and self.retune and tune is not None:
-                out.params = tune(out.params, out.state, out.info)
-            new, out.info = kernel.step(rng, out.state, density, path, tau, out.params)
-            moved |= np.any(new.x != out.state.x, axis=1)
-            out.state = new
-            out.acceptance_rates.append(out.info.acceptance_rate)
-            blocks.append(new)
+            blocks.append(self._transition(k, rng, kernel, out, density, path, tau, tune))
         out.last = out.state
         out.state = ParticleState.concatenate(blocks).take(np.arange(int(n_total)))
-        out.moved = np.tile(moved, length)[: int(n_total)]
+        out.moved = np.tile(out.moved, length)[: int(n_total)]
         return out
+
+    def _transition(self, k, rng, kernel, out: MoveResult, density, path, tau, tune):
+        """Transition ``k`` of a stage: re-tune (after the first, if ``retune``), one kernel
+        step from ``out.state``; ``out``'s state, info, moved flags and acceptance rates are
+        updated. Returns the new state."""
+        if k > 0 and self.retune and tune is not None:
+            out.params = tune(out.params, out.state, out.info)
+        new, out.info = kernel.step(rng, out.state, density, path, tau, out.params)
+        out.moved |= np.any(new.x != out.state.x, axis=1)
+        out.state = new
+        out.acceptance_rates.append(out.info.acceptance_rate)
+        return new
 
 
 def _check_cap(max_steps) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "WIDE_DF",
     "AutoChoice",
     "choose_initial",
+    "fit_problems",
 ]
 
 N_STARTS = 8
@@ -90,7 +91,10 @@ def _pilot_khat(model_density, q0, rng, n) -> float:
         return _khat(ev.log_q0 + ev.delta - q0.logpdf(x))
 
 
-def _fit_problems(fit) -> list[str]:
+def fit_problems(fit) -> list[str]:
+    """Why a Laplace fit is no usable Gaussian (empty: usable): not converged, a mode or
+    covariance that is not finite, a coordinate beyond :data:`MAX_ABS_COORDINATE`, or a
+    non-concave Hessian direction."""
     out = []
     if not fit.converged:
         out.append("the optimizer did not converge")
@@ -151,7 +155,7 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
         return done("prior", "the Hessian at the mode is not finite")
     attrs.update(laplace_converged=fit.converged, laplace_n_nonconcave=fit.n_nonconcave,
                  laplace_log_evidence=fit.log_evidence())  # fmt: skip
-    problems = _fit_problems(fit)
+    problems = fit_problems(fit)
     if problems:
         return done("prior", "; ".join(problems))
     t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)

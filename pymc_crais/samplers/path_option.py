@@ -26,7 +26,7 @@ from ..core.ma_path import MomentAveragingPath
 from ..core.paths import AnnealingPath, make_path
 from ..warnings import PathFallbackWarning
 from .compile import initial_point_vector
-from .init_auto import GAIN_TOL, MAX_ABS_COORDINATE, N_STARTS, START_MAXITER
+from .init_auto import GAIN_TOL, N_STARTS, START_MAXITER, fit_problems
 
 __all__ = ["PATHS", "build_path", "check_path"]
 
@@ -76,8 +76,9 @@ def _fit_and_check(setup, base):
             fit = laplace_fit(base, initial_point_vector(setup.model, setup.layout))
     except FloatingPointError:
         return None, "the Hessian at the mode is not finite"
-    if not fit.converged or fit.n_nonconcave or not np.all(np.abs(fit.mode) <= MAX_ABS_COORDINATE):
-        return fit, "the Laplace fit has no interior mode (not converged, non-concave or unbounded)"
+    problems = fit_problems(fit)  # the checks of init="auto"
+    if problems:
+        return fit, "the Laplace fit is no usable Gaussian: " + "; ".join(problems)
     starts = setup.draw(setup.aux_rng.spawn(1)[0], N_STARTS)
     search = search_modes(base, starts, fit, maxiter=START_MAXITER)
     if search.n_modes > 1 or search.max_gain > GAIN_TOL:
