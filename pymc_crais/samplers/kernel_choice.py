@@ -14,6 +14,19 @@ no options works on every model:
   to the whole population, and missed the exact ``log Z`` of both discrete test models by
   6 and 50 MCSE (benchmarks/bench_discrete_kernel.py, docs/validation.md).
 
+SMC (``sample_smc``, which resamples its particles to each stage's target) makes one more
+choice once the automatic start (``init="auto"``) has looked at the posterior: where the
+Laplace fit found **no interior mode** (a Hessian with non-concave directions: a funnel, as
+in a centred hierarchical model, or a ridge) it moves the particles with independence
+Metropolis instead of HMC. HMC's step size and metric, fitted to the whole population, do
+not suit a funnel's neck and its mouth at once; an independence proposal fitted to the
+resampled population jumps between them. Measured on the three suite cases with this
+property (``hier_centered``, ``eight_schools_centered``, ``bimodal_square``; 10 seeds each,
+seeds 11–20) and on centred funnels with 30 and 60 groups outside the suite: as accurate or
+more (``hier_centered`` RMS error 0.069 against HMC's 0.112 and ``pm.sample_smc``'s 0.088)
+with 3–6× fewer model evaluations (docs/validation.md, "Funnels: independence moves").
+AIS and CR-AIS keep HMC: without resampling, independence moves did not help them there.
+
 What was chosen, and why, goes into the output's attributes.
 """
 
@@ -26,6 +39,8 @@ __all__ = [
     "CONTINUOUS_DEFAULT",
     "DISCRETE_DEFAULT",
     "DISCRETE_DEFAULT_PER_LEVEL",
+    "FUNNEL_DEFAULT",
+    "kernel_after_start",
     "resolve_kernel",
 ]
 
@@ -33,6 +48,7 @@ AUTO = "auto"
 CONTINUOUS_DEFAULT = "hmc"
 DISCRETE_DEFAULT = "imh"
 DISCRETE_DEFAULT_PER_LEVEL = "rwmh"
+FUNNEL_DEFAULT = "imh"
 
 
 def resolve_kernel(
@@ -83,3 +99,43 @@ def resolve_kernel(
                 "its own options"
             ) from None
     return name, {"kernel_requested": AUTO, "kernel_reason": reason}
+
+
+def kernel_after_start(
+    kernel_attrs: dict, kernel_kwargs: dict | None, start_attrs: dict, layout: ParameterLayout,
+    resamples: bool,
+):
+    """The kernel ``"auto"`` turns to once the start has looked at the posterior, if any.
+
+    Parameters
+    ----------
+    kernel_attrs : dict
+        What :func:`resolve_kernel` returned with the kernel (empty unless ``"auto"`` was
+        resolved).
+    kernel_kwargs : dict or None
+        The user's kernel options (with options the kernel ``"auto"`` chose stays).
+    start_attrs : dict
+        The start's attributes (``laplace_n_nonconcave`` from the Laplace fit of
+        ``init="auto"``).
+    layout : ParameterLayout
+    resamples : bool
+        The sampler resamples its particles to every stage's target (SMC).
+
+    Returns
+    -------
+    kernel : str or None
+        ``None``: keep the kernel already chosen.
+    attrs : dict
+        The attributes recording the new choice (empty with ``None``).
+    """
+    if not (kernel_attrs and resamples) or kernel_kwargs or layout.has_discrete:
+        return None, {}
+    n = int(start_attrs.get("laplace_n_nonconcave", 0) or 0)
+    if n <= 0:
+        return None, {}
+    reason = (
+        f"the Laplace fit found no interior mode ({n} non-concave direction(s) of the Hessian: "
+        f"a funnel or a ridge): {FUNNEL_DEFAULT!r}, an independence proposal fitted to the "
+        "resampled population at every stage"
+    )
+    return FUNNEL_DEFAULT, {"kernel_requested": AUTO, "kernel_reason": reason}

@@ -38,7 +38,9 @@ class RunOptions:
     ``n_mcmc_steps`` is the number of kernel transitions per stage or sweep (an integer
     ``>= 0``); a sampler with its own rule (``"auto"``) passes 0 here and handles it.
     ``per_level_kernel``: the kernel moves particles at every level of a ladder at once (RTS),
-    which ``kernel="auto"`` takes into account on discrete models.
+    which ``kernel="auto"`` takes into account on discrete models; ``resamples``: the sampler
+    resamples its particles to every stage's target (SMC), which ``kernel="auto"`` takes into
+    account where the posterior has no interior mode.
     """
 
     model: object = None
@@ -60,6 +62,7 @@ class RunOptions:
     executor: object = None
     memory_budget: float | None = None
     per_level_kernel: bool = False
+    resamples: bool = False
 
     @classmethod
     def from_arguments(cls, arguments: Mapping, **overrides) -> RunOptions:

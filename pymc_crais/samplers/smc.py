@@ -56,8 +56,10 @@ def sample_smc(
         Particles per chain.
     kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "auto"
         Mutation kernel (``"auto"``: ``"hmc"``, or ``"imh"`` on models with discrete
-        variables, as in :func:`sample_ais`; ``"imh"`` is PyMC's default independence
-        sampler; ``"mh"`` is ``"rwmh"``).
+        variables, as in :func:`sample_ais`, and ``"imh"`` where ``init="auto"``'s Laplace
+        fit found no interior mode, e.g. a centred hierarchical model's funnel; the choice
+        and its reason are in the output's ``kernel_reason``; ``"imh"`` is PyMC's default
+        independence sampler; ``"mh"`` is ``"rwmh"``).
     start : None
         Not supported (initial particles must be exact draws of ``q0`` for ``log Z``);
         use ``init=``.
@@ -162,6 +164,7 @@ def sample_smc(
         locals(),
         kernel_kwargs=own_kernel_kwargs,
         n_mcmc_steps=n_mcmc_steps if not isinstance(n_mcmc_steps, str) else 0,
+        resamples=True,
     )
     setup = prepare(options)
     attrs = {

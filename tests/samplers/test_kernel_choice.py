@@ -10,6 +10,8 @@ from pymc_crais.samplers.kernel_choice import (
     CONTINUOUS_DEFAULT,
     DISCRETE_DEFAULT,
     DISCRETE_DEFAULT_PER_LEVEL,
+    FUNNEL_DEFAULT,
+    kernel_after_start,
     resolve_kernel,
 )
 
@@ -84,3 +86,59 @@ def test_default_smc_on_the_switchpoint_model_is_right_and_records_the_kernel():
     assert abs(log_z - case.log_z) < 4 * mcse, (log_z, case.log_z, mcse)
     years = idata["posterior"]["switchpoint"].values
     assert years.dtype.kind == "i" and 1880 <= np.median(years) <= 1895
+
+
+FUNNEL_START = {"init_choice": "prior", "laplace_n_nonconcave": 2}
+AUTO_ATTRS = {"kernel_requested": "auto", "kernel_reason": "all free variables are continuous"}
+
+
+def test_after_a_funnel_start_smc_turns_to_independence_moves(continuous_layout):
+    kernel, attrs = kernel_after_start(AUTO_ATTRS, None, FUNNEL_START, continuous_layout, True)
+    assert kernel == FUNNEL_DEFAULT == "imh"
+    assert attrs["kernel_requested"] == "auto" and "no interior mode" in attrs["kernel_reason"]
+
+
+@pytest.mark.parametrize(
+    "kernel_attrs, kwargs, start, resamples",
+    [
+        ({}, None, FUNNEL_START, True),  # the user named the kernel
+        (AUTO_ATTRS, {"n_leapfrog": 3}, FUNNEL_START, True),  # options of the kernel chosen
+        (AUTO_ATTRS, None, FUNNEL_START, False),  # AIS, CR-AIS, RTS: no resampling
+        (AUTO_ATTRS, None, {"init_choice": "laplace", "laplace_n_nonconcave": 0}, True),
+        (AUTO_ATTRS, None, {"init_choice": "prior"}, True),  # no Laplace fit (e.g. init="prior")
+    ],
+)
+def test_the_kernel_stays_unless_auto_smc_meets_a_funnel(
+    continuous_layout, kernel_attrs, kwargs, start, resamples
+):
+    assert kernel_after_start(kernel_attrs, kwargs, start, continuous_layout, resamples) == (
+        None,
+        {},
+    )
+
+
+def test_discrete_models_keep_their_kernel_after_a_funnel_start(discrete_layout):
+    attrs = {"kernel_requested": "auto", "kernel_reason": "discrete"}
+    assert kernel_after_start(attrs, None, FUNNEL_START, discrete_layout, True) == (None, {})
+
+
+def _centred_funnel():
+    y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0])
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        tau = pm.HalfCauchy("tau", 5.0)
+        theta = pm.Normal("theta", mu, tau, shape=y.size)
+        pm.Normal("y", theta, 10.0, observed=y)
+    return model
+
+
+def test_default_smc_on_a_centred_funnel_records_independence_moves():
+    """pmc.sample_smc() with no options on a centred hierarchical model (no interior mode)
+    moves with 'imh' and says why; sample_ais() with no options keeps HMC."""
+    model = _centred_funnel()
+    kw = dict(model=model, draws=200, chains=1, cores=1, random_seed=2, progressbar=False)
+    smc = pmc.sample_smc(**kw)["sample_stats"].attrs
+    assert smc["kernel"] == "imh" and smc["init_choice"] == "prior"
+    assert "no interior mode" in smc["kernel_reason"]
+    ais = pmc.sample_ais(**kw)["sample_stats"].attrs
+    assert ais["kernel"] == "hmc"
