@@ -118,8 +118,8 @@ def kernel_after_start(
     kernel_kwargs : dict or None
         The user's kernel options (with options the kernel ``"auto"`` chose stays).
     start_attrs : dict
-        The start's attributes (``laplace_n_nonconcave`` from the Laplace fit of
-        ``init="auto"``).
+        The start's attributes (``init`` and ``laplace_n_nonconcave``, from the Laplace fit
+        of ``init="auto"``; other starts keep the kernel).
     layout : ParameterLayout
     resamples : bool
         The sampler resamples its particles to every stage's target (SMC).
@@ -134,7 +134,7 @@ def kernel_after_start(
     if not (kernel_attrs and resamples) or kernel_kwargs or layout.has_discrete:
         return None, {}
     n = int(start_attrs.get("laplace_n_nonconcave", 0) or 0)
-    if n <= 0:
+    if start_attrs.get("init") != "auto" or n <= 0:  # measured with the automatic start only
         return None, {}
     reason = (
         f"the Laplace fit found no interior mode ({n} non-concave direction(s) of the Hessian: "

@@ -88,7 +88,7 @@ def test_default_smc_on_the_switchpoint_model_is_right_and_records_the_kernel():
     assert years.dtype.kind == "i" and 1880 <= np.median(years) <= 1895
 
 
-FUNNEL_START = {"init_choice": "prior", "laplace_n_nonconcave": 2}
+FUNNEL_START = {"init": "auto", "init_choice": "prior", "laplace_n_nonconcave": 2}
 AUTO_ATTRS = {"kernel_requested": "auto", "kernel_reason": "all free variables are continuous"}
 
 
@@ -104,8 +104,9 @@ def test_after_a_funnel_start_smc_turns_to_independence_moves(continuous_layout)
         ({}, None, FUNNEL_START, True),  # the user named the kernel
         (AUTO_ATTRS, {"n_leapfrog": 3}, FUNNEL_START, True),  # options of the kernel chosen
         (AUTO_ATTRS, None, FUNNEL_START, False),  # AIS, CR-AIS, RTS: no resampling
-        (AUTO_ATTRS, None, {"init_choice": "laplace", "laplace_n_nonconcave": 0}, True),
-        (AUTO_ATTRS, None, {"init_choice": "prior"}, True),  # no Laplace fit (e.g. init="prior")
+        (AUTO_ATTRS, None, {"init": "auto", "init_choice": "laplace", "laplace_n_nonconcave": 0}, True),
+        (AUTO_ATTRS, None, {"init": "prior"}, True),  # no Laplace fit
+        (AUTO_ATTRS, None, {"init": "laplace", "laplace_n_nonconcave": 2}, True),  # not measured
     ],
 )
 def test_the_kernel_stays_unless_auto_smc_meets_a_funnel(
