@@ -9,9 +9,11 @@ compiled functions, ``pymc_crais/samplers/jax_data.py``; ``constants``: the data
 PyMC puts them, which is what PyTensor's JAX linker did before), a fresh interpreter builds the
 logistic regression (d = 20), compiles its batched log-density + gradient with JAX (the
 compilation calls it once, on 2 particles) and evaluates it once at every batch size of
-``--sizes`` (every new size is a new shape XLA compiles). After each step it returns freed
-memory to the system (``malloc_trim``) and records the resident set; it also records the
-process's peak. One XLA thread, one BLAS thread.
+``--sizes`` (every new size is a new shape XLA compiles). After each step it waits 0.3 s (XLA
+frees a call's buffers shortly after its outputs are ready), returns freed memory to the
+system (``malloc_trim``) and records the resident set; it also records the
+process's peak. Then it compiles (without running) 20 more batch shapes and reports the
+resident memory each executable keeps. One XLA thread, one BLAS thread.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ def worker(spec: dict) -> dict:
     """One measurement in this (fresh) process."""
     import ctypes
     import resource
+    import time
 
     import numpy as np
 
     libc = ctypes.CDLL("libc.so.6")
 
     def rss_mb() -> float:
+        time.sleep(0.3)  # XLA frees a call's buffers shortly after its outputs are ready
         libc.malloc_trim(0)
         with open("/proc/self/statm") as fh:
             return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -76,6 +80,19 @@ def worker(spec: dict) -> dict:
         dens.evaluate(rng.standard_normal((size, d)) * 0.1, gradient=True)
         rec["rss_after_size_mb"].append(rss_mb())
     rec["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # what each executable keeps: 20 more batch shapes compiled (not run) through the jitted
+    # function PyTensor's thunk calls (its first default argument)
+    fn = dens._fn_grad
+    inner = getattr(fn, "function", fn)._function
+    jitted = inner.vm.__defaults__[0]
+    if hasattr(fn, "data"):
+        data = fn.data.values(fn.sources)
+    else:  # the old path: the shared variables are the function's inputs after the particles
+        data = [c.storage[0] for c in inner.input_storage[1:]]
+    before, keep = rss_mb(), []
+    for size in range(100, 120):
+        keep.append(jitted.lower(np.zeros((size, d)), *data).compile())
+    rec["mib_per_executable"] = (rss_mb() - before) / len(keep)
     return rec
 
 
@@ -91,8 +108,8 @@ def main(argv=None) -> list:
         return []
     sizes = [int(s) for s in a.sizes.split(",")]
     records = []
-    print("| rows | data | compiled with | after compile (MiB) | after each size (MiB) | peak (MiB) |")
-    print("|---|---|---|---|---|---|")
+    print("| rows | data | compiled with | after compile (MiB) | after each size (MiB) | peak (MiB) | MiB per executable |")
+    print("|---|---|---|---|---|---|---|")
     for rows in [int(float(r)) for r in a.rows.split(",")]:
         for data in ("pm.Data", "NumPy constant"):
             for compile_ in ("constants", "inputs"):
@@ -107,7 +124,8 @@ def main(argv=None) -> list:
                     rec = json.loads(out.stdout.strip().splitlines()[-1])
                     steps = ", ".join(f"{v:.0f}" for v in rec["rss_after_size_mb"])
                     print(f"| {rows:,} | {data} | {compile_} | {rec['rss_compiled_mb']:.0f} | "
-                          f"{steps} | {rec['peak_rss_mb']:.0f} |", flush=True)
+                          f"{steps} | {rec['peak_rss_mb']:.0f} | {rec['mib_per_executable']:.1f} |",
+                          flush=True)
                 records.append(rec)
     if a.json:
         os.makedirs(os.path.dirname(a.json) or ".", exist_ok=True)

@@ -46,7 +46,7 @@ docs/benchmarks.md; XLA keeps five ``(N, n)`` float64 buffers of the logistic re
 gradient graph, two of them broadcast constants); four times 48 (their mean is 48.9), the
 margin of :data:`BYTES_PER_ELEMENT` (four times 8). With half of that (96) a whole JAX run at 10⁶ rows peaked at
 1171 MiB under the default 1 GiB budget, the call's blocks holding half the budget; with 192,
-915 MiB."""
+914 MiB."""
 
 
 def check_memory_budget(value) -> float:
