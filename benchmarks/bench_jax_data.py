@@ -97,7 +97,9 @@ def worker(spec: dict) -> dict:
 
 
 def main(argv=None) -> list:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--rows", default="1e5,1e6")
     p.add_argument("--sizes", default="1,2,3,4,5,6,1")
@@ -108,24 +110,29 @@ def main(argv=None) -> list:
         return []
     sizes = [int(s) for s in a.sizes.split(",")]
     records = []
-    print("| rows | data | compiled with | after compile (MiB) | after each size (MiB) | peak (MiB) | MiB per executable |")
+    print(
+        "| rows | data | compiled with | after compile (MiB) | after each size (MiB) | peak (MiB) | MiB per executable |"
+    )
     print("|---|---|---|---|---|---|---|")
     for rows in [int(float(r)) for r in a.rows.split(",")]:
         for data in ("pm.Data", "NumPy constant"):
             for compile_ in ("constants", "inputs"):
                 spec = {"rows": rows, "data": data, "compile": compile_, "sizes": sizes}
                 cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
-                out = subprocess.run(cmd, capture_output=True, text=True,
-                                     env={**os.environ, **SINGLE_THREAD})
+                out = subprocess.run(
+                    cmd, capture_output=True, text=True, env={**os.environ, **SINGLE_THREAD}
+                )
                 if out.returncode:
                     rec = {**spec, "error": out.stderr.strip().splitlines()[-1][:200]}
                     print(f"| {rows:,} | {data} | {compile_} | {rec['error']} | | |", flush=True)
                 else:
                     rec = json.loads(out.stdout.strip().splitlines()[-1])
                     steps = ", ".join(f"{v:.0f}" for v in rec["rss_after_size_mb"])
-                    print(f"| {rows:,} | {data} | {compile_} | {rec['rss_compiled_mb']:.0f} | "
-                          f"{steps} | {rec['peak_rss_mb']:.0f} | {rec['mib_per_executable']:.1f} |",
-                          flush=True)
+                    print(
+                        f"| {rows:,} | {data} | {compile_} | {rec['rss_compiled_mb']:.0f} | "
+                        f"{steps} | {rec['peak_rss_mb']:.0f} | {rec['mib_per_executable']:.1f} |",
+                        flush=True,
+                    )
                 records.append(rec)
     if a.json:
         os.makedirs(os.path.dirname(a.json) or ".", exist_ok=True)
