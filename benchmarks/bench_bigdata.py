@@ -2,7 +2,8 @@
 
     python benchmarks/bench_bigdata.py [--rows 1e3,1e4,1e5,1e6] [--dims 20] [--particles 256]
         [--backends numba,jax] [--run-rows 1e3,1e4] [--pymc-rows 1e3,1e4] [--pymc-timeout 300]
-        [--memory] [--shapes] [--json benchmarks/out/bigdata.json]
+        [--run-chains 2] [--run-memory-budget BYTES] [--memory] [--shapes]
+        [--json benchmarks/out/bigdata.json]
 
 Every measurement runs in a fresh interpreter (so that its peak resident memory, from
 ``resource.getrusage``, is its own), with BLAS and XLA limited to one thread:
@@ -139,9 +140,10 @@ def worker(spec: dict) -> dict:
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", pmc.UnreliableEvidenceWarning)
+            budget = {} if spec.get("memory_budget") is None else {"memory_budget": spec["memory_budget"]}
             res = pmc.sample_smc(
                 model=model, draws=N, chains=chains, cores=1, random_seed=1,
-                progressbar=False, **_backend_kw(spec["backend"]),
+                progressbar=False, **_backend_kw(spec["backend"]), **budget,
             )
         rec["wall_s"] = time.perf_counter() - t0
         rec["polled_max_rss_mb"], rec["polled_max_at_s"] = trace.stop()
@@ -216,6 +218,8 @@ def main(argv=None) -> dict:
     p.add_argument("--backends", default="numba,jax")
     p.add_argument("--run-rows", default="1e3,1e4")
     p.add_argument("--run-chains", type=int, default=2, help="chains of the whole runs")
+    p.add_argument("--run-memory-budget", type=float, default=None,
+                   help="memory_budget (bytes) of the whole runs (default: the sampler's, 1 GiB)")
     p.add_argument("--pymc-rows", default="1e3,1e4")
     p.add_argument("--pymc-timeout", type=float, default=300.0)
     p.add_argument("--timeout", type=float, default=900.0)
@@ -263,7 +267,8 @@ def main(argv=None) -> dict:
                     if n in {int(float(r)) for r in a.run_rows.split(",") if r}:
                         rec = run_one({"kind": "run", "rows": n, "dim": d,
                                        "particles": a.particles, "backend": b,
-                                       "chains": a.run_chains}, a.timeout)
+                                       "chains": a.run_chains,
+                                       "memory_budget": a.run_memory_budget}, a.timeout)
                         records.append(rec)
                         print(json.dumps(rec), flush=True)
                 if "pymc" in kinds and n in {int(float(r)) for r in a.pymc_rows.split(",") if r}:

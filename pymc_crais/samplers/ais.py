@@ -150,7 +150,7 @@ def sample_ais(
     memory_budget : float, optional
         Bytes one batched model call may use (default 1 GiB): when ``N`` particles of a
         model with ``n`` observed values would need more (an estimate of 32 bytes per particle
-        and value, 96 with JAX), the population is evaluated in blocks of particles. ``float("inf")``: one
+        and value, 192 with JAX), the population is evaluated in blocks of particles. ``float("inf")``: one
         call, whatever its size. The same seed and budget give the same bits; another budget
         can round a BLAS product differently in the last bits, and so give another
         (statistically equivalent) run.

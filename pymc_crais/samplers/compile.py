@@ -20,8 +20,9 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.density import BatchedDensity, Evaluation
+from .jax_data import DataCompiler
 from .memory import call_in_blocks
-from .reproducible import LazyFunction, ReproducibleFunction, compile_function, reproducible_compile
+from .reproducible import ReproducibleFunction, reproducible_compile
 from .rewrites import simplify_logp_graph, with_fast_softplus
 
 __all__ = [
@@ -223,7 +224,7 @@ class ModelDensity(BatchedDensity):
         """Whether evaluating without the gradient needs no further compilation (the
         values-only function is compiled on its first use when a gradient function
         exists). A few values can then come cheaper from the gradient function."""
-        return not isinstance(self._fn, LazyFunction) or self._fn.compiled
+        return getattr(self._fn, "compiled", True)
 
 
 def compile_model_density(
@@ -349,6 +350,7 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
 
     if simplify:
         ckw = with_fast_softplus(ckw)
+    compiler = DataCompiler(ckw, uses_jax(ckw))  # JAX: the data as inputs (jax_data.py)
     grad_error = None
     if vectorize:
         try:
@@ -360,12 +362,12 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
                 try:
                     g_lp = pt.grad(blp.sum(), xb, disconnected_inputs="ignore")
                     g_ll = pt.grad(bll.sum(), xb, disconnected_inputs="ignore")
-                    fn_grad = compile_function([xb], [blp, bll, g_lp, g_ll], ckw)
+                    fn_grad = compiler.compile([xb], [blp, bll, g_lp, g_ll])
                 except Exception as err:  # no gradient for some Op
                     grad_error = f"{type(err).__name__}: {err}"
             # the values alone: compiled now only if no gradient function will serve the
             # sampler (Numba's code generation dominates a cold compilation)
-            fn = compile_function([xb], [blp, bll], ckw) if fn_grad is None else LazyFunction([xb], [blp, bll], ckw)
+            fn = compiler.compile([xb], [blp, bll], lazy=fn_grad is not None)
             # smoke test on two copies of the initial point, so failures surface here, and the
             # first call (Numba's JIT) happens here, once, not in every worker process
             (fn_grad or fn)(np.tile(initial_point_vector(model, layout), (2, 1)))
@@ -376,11 +378,11 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
         fallback_reason = None
     if simplify:
         lp, ll = simplify_logp_graph([lp, ll])
-    fn = compile_function([theta], [lp, ll], ckw)
+    fn = compiler.compile([theta], [lp, ll])
     fn_grad = None
     if gradient:
         try:
-            fn_grad = compile_function(
+            fn_grad = compiler.compile(
                 [theta],
                 [
                     lp,
@@ -388,7 +390,6 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
                     pt.grad(lp, theta, disconnected_inputs="ignore"),
                     pt.grad(ll, theta, disconnected_inputs="ignore"),
                 ],
-                ckw,
             )
         except Exception as err:
             grad_error = f"{type(err).__name__}: {err}"

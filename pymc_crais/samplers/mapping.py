@@ -12,10 +12,10 @@ from .compile import (
     ParameterLayout,
     PerParticleFallbackWarning,
     cached_on_model,
-    compile_function,
     joined_scalar_graph,
     resolve_compile_kwargs,
 )
+from .reproducible import compile_function
 
 __all__ = ["PosteriorMapper", "posterior_mapper"]
 

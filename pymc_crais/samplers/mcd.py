@@ -29,7 +29,8 @@ from ..core.ula import (
     step_sizes_from_params,
 )
 from ..core.weights import normalized_weights
-from .compile import compile_function, initial_point_vector, joined_scalar_graph
+from .compile import initial_point_vector, joined_scalar_graph, uses_jax
+from .jax_data import DataCompiler
 from .options import RunOptions, check_int
 from .pipeline import finish, prepare
 from .progress import ChainProgress
@@ -53,7 +54,8 @@ def compile_hvp(model, layout, compile_kwargs: dict | None = None):
         blp = vectorize_graph(pt.as_tensor_variable(lp).astype("float64"), replace={theta: xb})
         g = pt.grad(blp.sum(), xb)
         hv = pt.grad(pt.sum(g * vb), xb)
-        fn = compile_function([xb, vb], [hv], dict(compile_kwargs or {}))
+        ckw = dict(compile_kwargs or {})
+        fn = DataCompiler(ckw, uses_jax(ckw)).compile([xb, vb], [hv])  # JAX: data as inputs
         x0 = np.zeros((2, layout.dim))
         fn(x0, x0)
     except Exception:  # noqa: BLE001 (an Op without a second derivative, an unbatchable graph)

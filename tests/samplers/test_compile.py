@@ -14,6 +14,7 @@ from pymc_crais.samplers.compile import (
     parameter_layout,
 )
 from pymc_crais.samplers.prior import PriorSampler
+from pymc_crais.samplers.reproducible import LazyFunction
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +160,7 @@ def test_values_only_function_is_compiled_when_first_needed(mixed_model, rng, re
     request.addfinalizer(compile_mod.clear_compile_cache)
     x = PriorSampler(mixed_model, parameter_layout(mixed_model)).draw(rng, 5)
     dens = compile_model_density(mixed_model, gradient=True)
-    assert isinstance(dens._fn, compile_mod.LazyFunction) and not dens._fn.compiled
+    assert isinstance(dens._fn, LazyFunction) and not dens._fn.compiled
     dens.evaluate(x, gradient=True)
     assert not dens._fn.compiled
     lazy = dens.evaluate(x, gradient=False)
