@@ -123,20 +123,12 @@ def test_discrete_models_keep_their_kernel_after_a_funnel_start(discrete_layout)
     assert kernel_after_start(attrs, None, FUNNEL_START, discrete_layout, True) == (None, {})
 
 
-def _centred_funnel():
-    y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0])
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0.0, 5.0)
-        tau = pm.HalfCauchy("tau", 5.0)
-        theta = pm.Normal("theta", mu, tau, shape=y.size)
-        pm.Normal("y", theta, 10.0, observed=y)
-    return model
-
-
 def test_default_smc_on_a_centred_funnel_records_independence_moves():
     """pmc.sample_smc() with no options on a centred hierarchical model (no interior mode)
     moves with 'imh' and says why; sample_ais() with no options keeps HMC."""
-    model = _centred_funnel()
+    from pymc_crais.validation import get_case
+
+    model = get_case("eight_schools_centered").build_model()
     kw = dict(model=model, draws=200, chains=1, cores=1, random_seed=2, progressbar=False)
     smc = pmc.sample_smc(**kw)["sample_stats"].attrs
     assert smc["kernel"] == "imh" and smc["init_choice"] == "prior"
