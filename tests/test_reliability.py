@@ -355,9 +355,14 @@ def _explode_on_chain_1(task):
 
 
 def _interrupt_parent_then_hang(task):
-    if task.chain == 0:
-        os.kill(os.getppid(), signal.SIGINT)  # what Ctrl-C does to the main process
-    time.sleep(600)
+    # Ctrl-C on the main process, repeated every 2 s as an impatient user would; the
+    # parent terminates this worker at its first KeyboardInterrupt, so a repeat only
+    # happens when one was lost. After 60 s the chain "finishes" (returns None), which the
+    # test reports as an interrupt that never reached the caller.
+    for _ in range(30):
+        if task.chain == 0:
+            os.kill(os.getppid(), signal.SIGINT)
+        time.sleep(2.0)
 
 
 TWO_WORKERS = {
@@ -387,14 +392,57 @@ def test_keyboard_interrupt_stops_all_workers(small_case, monkeypatch):
     # workers would sleep out their 600 s. Python's own handler (KeyboardInterrupt, what an
     # interactive session has) is installed for the duration of the test, the workers forked
     # in it included, and the previous one restored after.
+    # SIGINT is also unblocked in this thread (a blocked one would wait for the end of the
+    # chains), and the mask restored after.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
         monkeypatch.setattr(anneal_chain, "run_anneal_chain", _interrupt_parent_then_hang)
         with pytest.raises(KeyboardInterrupt):
-            pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
+            t0 = time.monotonic()
+            try:
+                pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
+            except AttributeError as err:  # a chain "finished" with None: see the hang
+                raise AssertionError(
+                    f"no KeyboardInterrupt in {time.monotonic() - t0:.0f} s of repeated "
+                    f"SIGINTs (SIGINT was blocked before the test: {signal.SIGINT in mask})"
+                ) from err
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGINT, previous)
     assert _no_children_left() == []
+
+
+def test_sigint_is_held_back_while_workers_are_stopped():
+    """A second Ctrl-C during terminate_workers still reaps every worker, then raises."""
+    import concurrent.futures as cf
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ex = cf.ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork"))
+        futs = [ex.submit(_sleep, 600) for _ in range(2)]
+        while len(ex._processes) < 2 or not all(f.running() for f in futs):
+            time.sleep(0.05)
+        procs = list(ex._processes.values())
+        real_terminate = runner._terminate
+
+        calls = []
+
+        def interrupted_terminate(executor, procs, timeout):
+            calls.append(1)
+            if len(calls) == 1:  # a second Ctrl-C, while the workers are being stopped
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5.0)
+            real_terminate(executor, procs, timeout)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(runner, "_terminate", interrupted_terminate)
+            with pytest.raises(KeyboardInterrupt):
+                runner.terminate_workers(ex)
+        assert all(p.exitcode is not None for p in procs)
+        assert _no_children_left() == []
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _sleep(seconds):

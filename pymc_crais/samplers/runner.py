@@ -161,6 +161,28 @@ def terminate_workers(executor: cf.ProcessPoolExecutor, timeout: float = 10.0) -
     Workers still alive ``timeout`` seconds after ``SIGTERM`` are killed.
     """
     procs = list((getattr(executor, "_processes", None) or {}).values())
+    interrupted = None
+    for _ in range(10):  # a second Ctrl-C meanwhile must not leave workers behind
+        try:
+            _terminate(executor, procs, timeout)
+            break
+        except KeyboardInterrupt as err:
+            interrupted = err
+    if interrupted is not None:
+        raise interrupted
+
+
+def _as_completed(futures, poll: float = 0.5):
+    """``concurrent.futures.as_completed`` that wakes every ``poll`` seconds: the main
+    thread then runs Python code, so a SIGINT that the kernel handed to another thread of
+    this process still raises KeyboardInterrupt here at once instead of after the chains."""
+    pending = set(futures)
+    while pending:
+        done, pending = cf.wait(pending, timeout=poll, return_when=cf.FIRST_COMPLETED)
+        yield from done
+
+
+def _terminate(executor: cf.ProcessPoolExecutor, procs: list, timeout: float) -> None:
     executor.shutdown(wait=False, cancel_futures=True)
     for proc in procs:
         if proc.is_alive():
@@ -270,7 +292,7 @@ def run_chains(
                 executor.submit(_run_in_worker, payload): t.chain
                 for payload, t in zip(payloads, tasks, strict=True)
             }
-            for fut in cf.as_completed(futures):
+            for fut in _as_completed(futures):
                 res = fut.result()
                 results[res.chain] = res
                 _chain_done(progress, res)
@@ -293,7 +315,9 @@ def _run_batched(tasks: list, run, progress: ChainProgress) -> list[ChainResult]
         if isinstance(res, BaseException):
             if not isinstance(res, Exception):  # KeyboardInterrupt, SystemExit
                 raise res
-            raise ChainFailedError(f"chain {task.chain} failed: {type(res).__name__}: {res}") from res
+            raise ChainFailedError(
+                f"chain {task.chain} failed: {type(res).__name__}: {res}"
+            ) from res
     return results
 
 
