@@ -385,64 +385,68 @@ def test_worker_failure_reaches_caller_with_chain_and_traceback(small_case, monk
     assert _no_children_left() == []
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
-def test_keyboard_interrupt_stops_all_workers(small_case, monkeypatch):
-    # A process started in the background by a non-interactive shell, or under nohup,
-    # ignores SIGINT (its handler is SIG_IGN): the worker's signal would then be lost and the
-    # workers would sleep out their 600 s. Python's own handler (KeyboardInterrupt, what an
-    # interactive session has) is installed for the duration of the test, the workers forked
-    # in it included, and the previous one restored after.
-    # SIGINT is also unblocked in this thread (a blocked one would wait for the end of the
-    # chains), and the mask restored after.
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt, what an interactive session has),
+    with SIGINT unblocked in this thread, for the duration of a test; both restored after.
+
+    A process started in the background by a non-interactive shell, or under nohup,
+    ignores SIGINT (SIG_IGN), and one started by a supervisor may have it blocked in its
+    signal mask (inherited by every thread): a Ctrl-C sent there is never seen, and a
+    hanging worker would sleep out its time. The workers forked in the test inherit both.
+    """
+    if not hasattr(signal, "pthread_sigmask") or os.name != "posix":
+        pytest.skip("POSIX signals")
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     try:
-        monkeypatch.setattr(anneal_chain, "run_anneal_chain", _interrupt_parent_then_hang)
-        with pytest.raises(KeyboardInterrupt):
-            t0 = time.monotonic()
-            try:
-                pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
-            except AttributeError as err:  # a chain "finished" with None: see the hang
-                raise AssertionError(
-                    f"no KeyboardInterrupt in {time.monotonic() - t0:.0f} s of repeated "
-                    f"SIGINTs (SIGINT was blocked before the test: {signal.SIGINT in mask})"
-                ) from err
+        yield signal.SIGINT in mask
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGINT, previous)
+
+
+def test_keyboard_interrupt_stops_all_workers(small_case, monkeypatch, python_sigint):
+    monkeypatch.setattr(anneal_chain, "run_anneal_chain", _interrupt_parent_then_hang)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            pmc.sample_ais(model=small_case.model, **TWO_WORKERS)
+        except AttributeError as err:  # a chain "finished" with None: see the hang
+            raise AssertionError(
+                f"no KeyboardInterrupt in {time.monotonic() - t0:.0f} s of repeated SIGINTs "
+                f"(SIGINT was blocked in this process before the test: {python_sigint})"
+            ) from err
     assert _no_children_left() == []
 
 
-def test_sigint_is_held_back_while_workers_are_stopped():
-    """A second Ctrl-C during terminate_workers still reaps every worker, then raises."""
+def test_a_second_ctrl_c_still_reaps_every_worker(python_sigint):
+    """A KeyboardInterrupt while terminate_workers runs: every worker is still reaped, and
+    the interrupt is raised after."""
     import concurrent.futures as cf
 
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        ex = cf.ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork"))
-        futs = [ex.submit(_sleep, 600) for _ in range(2)]
-        while len(ex._processes) < 2 or not all(f.running() for f in futs):
-            time.sleep(0.05)
-        procs = list(ex._processes.values())
-        real_terminate = runner._terminate
+    ex = cf.ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("fork"))
+    futs = [ex.submit(_sleep, 600) for _ in range(2)]
+    while len(ex._processes) < 2 or not all(f.running() for f in futs):
+        time.sleep(0.05)
+    procs = list(ex._processes.values())
+    real_terminate = runner._terminate
+    calls = []
 
-        calls = []
+    def interrupted_terminate(executor, procs, timeout):
+        calls.append(1)
+        if len(calls) == 1:  # the second Ctrl-C, before any worker is stopped
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5.0)
+        real_terminate(executor, procs, timeout)
 
-        def interrupted_terminate(executor, procs, timeout):
-            calls.append(1)
-            if len(calls) == 1:  # a second Ctrl-C, while the workers are being stopped
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(5.0)
-            real_terminate(executor, procs, timeout)
-
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(runner, "_terminate", interrupted_terminate)
-            with pytest.raises(KeyboardInterrupt):
-                runner.terminate_workers(ex)
-        assert all(p.exitcode is not None for p in procs)
-        assert _no_children_left() == []
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "_terminate", interrupted_terminate)
+        with pytest.raises(KeyboardInterrupt):
+            runner.terminate_workers(ex)
+    assert len(calls) == 2
+    assert all(p.exitcode is not None for p in procs)
+    assert _no_children_left() == []
 
 
 def _sleep(seconds):
