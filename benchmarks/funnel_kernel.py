@@ -1,7 +1,7 @@
 """Funnels: HMC against independence Metropolis as SMC's moves, and pm.sample_smc, over seeds.
 
     python benchmarks/funnel_kernel.py [--cases hier_centered,eight_schools_centered,bimodal_square]
-        [--seeds 11-20] [--no-run]
+        [--seeds 11-20] [--methods hmc,imh,pm] [--rerun] [--no-run]
     python benchmarks/funnel_kernel.py --groups 30,60 --seeds 1,2
 
 The suite's cases whose Laplace fit finds no interior mode (a Hessian with non-concave
@@ -50,14 +50,18 @@ def seeds_arg(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def run(cases: str, seeds: list[int]) -> None:
+def run(cases: str, seeds: list[int], methods: list[str] | None = None, rerun: bool = False) -> None:
     for label, (sampler, kwargs) in METHODS.items():
+        if methods and not any(m in label for m in methods):
+            continue
         for seed in seeds:
             cmd = [sys.executable, str(REPO / "benchmarks" / "validate.py"), "--cases", cases,
                    "--samplers", sampler, "--chains", "4", "--seed", str(seed),
                    "--results", str(OUT / FILES[label])]  # fmt: skip
             if kwargs:
                 cmd += ["--kwargs", json.dumps(kwargs)]
+            if rerun:
+                cmd.append("--rerun")
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
@@ -120,13 +124,16 @@ def main() -> None:
     ap.add_argument("--seeds", default="11-20")
     ap.add_argument("--no-run", action="store_true", help="only tabulate the stored records")
     ap.add_argument("--groups", default="", help="wide centred funnels with these group counts")
+    ap.add_argument("--methods", default="", help="run only these: comma-separated 'hmc', 'imh', 'pm'")
+    ap.add_argument("--rerun", action="store_true", help="replace the stored records of the runs")
     args = ap.parse_args()
     seeds = seeds_arg(args.seeds)
     if args.groups:
         print(wide_funnels([int(g) for g in args.groups.split(",")], seeds))
         return
     if not args.no_run:
-        run(args.cases, seeds)
+        methods = [m for m in args.methods.split(",") if m]
+        run(args.cases, seeds, [f"'{m}'" if m != "pm" else "pm." for m in methods], args.rerun)
     print(table(args.cases.split(","), seeds))
 
 

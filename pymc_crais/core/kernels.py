@@ -148,7 +148,9 @@ class RandomWalkMetropolis(MutationKernel):
         return replace(level_params.base, scale=np.exp(level_params.log_step)[levels][:, None])
 
     def adapt_level_params(self, level_params, levels, moved, gain) -> None:
-        adapt_log_steps(level_params, levels, moved, self.target_accept, gain, np.log(1e-5), np.log(1e3))
+        adapt_log_steps(
+            level_params, levels, moved, self.target_accept, gain, np.log(1e-5), np.log(1e3)
+        )
 
     def step(self, rng, state, density, path, tau, params: RWMHParams):
         z = rng.standard_normal(state.x.shape)
@@ -166,12 +168,23 @@ class RandomWalkMetropolis(MutationKernel):
         return {"kernel": self.name, "target_accept": self.target_accept}
 
 
-@dataclass(frozen=True)
+@dataclass
 class IMHParams:
-    """Gaussian independence proposal ``N(mean, L Lᵀ)``."""
+    """Gaussian independence proposal ``N(mean, L Lᵀ)``.
+
+    With ``cross_fit`` (what ``init`` and ``tune`` return) a transition does not use
+    ``mean``/``chol`` (the whole population's fit, kept for the record): it moves the two
+    halves of the population in turn, each with a Gaussian fitted to the other half
+    (:meth:`IndependentMetropolis.step`). ``weights`` are the population's normalized
+    moment weights at tuning (``None``: equal). Without ``cross_fit`` (parameters replayed
+    from another run, :meth:`IndependentMetropolis.population_params`) the proposal is
+    ``N(mean, L Lᵀ)`` for every particle.
+    """
 
     mean: np.ndarray
     chol: np.ndarray
+    cross_fit: bool = False
+    weights: np.ndarray | None = None
 
     def log_proposal(self, x: np.ndarray) -> np.ndarray:
         """Log-density of the proposal at the rows of ``x`` (normalizing constant omitted)."""
@@ -181,12 +194,44 @@ class IMHParams:
         return -0.5 * np.sum(z * z, axis=1)
 
 
-class IndependentMetropolis(MutationKernel):
-    """Independent Metropolis-Hastings with a Gaussian fitted to the population (PyMC's default).
+def _halves(state: ParticleState) -> tuple[np.ndarray, np.ndarray] | None:
+    """The two groups of a cross-fitted transition (row indices): particles of even and odd
+    families (a particle and its copies from resampling stay together), else even and odd
+    rows; ``None`` when a group would have fewer than 2 particles."""
+    n = state.n
+    if state.family is not None:
+        odd = state.family % 2 == 1
+        groups = (np.flatnonzero(~odd), np.flatnonzero(odd))
+        if min(len(g) for g in groups) >= 2:
+            return groups
+    groups = (np.arange(0, n, 2), np.arange(1, n, 2))
+    return groups if n >= 4 else None
 
-    The proposal's mean and covariance are the (weighted) moments of the population at the
-    start of the stage, the covariance inflated by ``scale²``; the acceptance ratio includes
-    the proposal densities, so the move is exact for any fit.
+
+def _put_rows(state: ParticleState, rows: np.ndarray, sub: ParticleState) -> ParticleState:
+    """``state`` with its ``rows`` replaced by ``sub``'s particles (in order)."""
+    mask = np.zeros(state.n, dtype=bool)
+    mask[rows] = True
+    rest = np.flatnonzero(~mask)
+    order = np.empty(state.n, dtype=np.intp)
+    order[np.concatenate([rows, rest])] = np.arange(state.n)
+    return ParticleState.concatenate([sub, state.take(rest)]).take(order)
+
+
+class IndependentMetropolis(MutationKernel):
+    """Independent Metropolis-Hastings with Gaussians fitted to the population (as in PyMC).
+
+    A transition moves the population in two halves, one after the other: each half with a
+    Gaussian proposal whose mean and covariance are the (weighted) moments of the *other*
+    half, its current positions, the covariance inflated by ``scale²``. The halves are the
+    particles of even and of odd families (initial ancestors) where the population has
+    both, so neither a particle nor its copies from resampling enter its own proposal; the
+    acceptance ratio includes the proposal densities. Each half-move is then an exact
+    Metropolis-Hastings move for ``γ_τ`` given the other half, and the transition leaves
+    the population's target invariant. (A proposal fitted to the whole population, moving
+    particle ``i``, depends on ``i``'s own position without a Hastings correction: with a
+    2000-particle SMC on the suite's d = 120 regression it biased ``log Z`` by +0.43 nat,
+    32 times its MCSE; docs/validation.md, "Independence moves".)
 
     Parameters
     ----------
@@ -202,17 +247,22 @@ class IndependentMetropolis(MutationKernel):
             raise ValueError(f"scale must be positive, got {scale}")
         self.scale = float(scale)
 
-    def _fit(self, state, log_weights) -> IMHParams:
+    def _fit(self, x: np.ndarray, w: np.ndarray | None) -> IMHParams:
+        mean = x.mean(axis=0) if w is None else w @ x
+        return IMHParams(mean, cholesky(particle_covariance(x, w)) * self.scale)
+
+    def _tuned(self, state, log_weights) -> IMHParams:
         w = moments_weights(log_weights)
-        mean = state.x.mean(axis=0) if w is None else w @ state.x
-        chol = cholesky(particle_covariance(state.x, w)) * self.scale
-        return IMHParams(mean, chol)
+        return replace(self._fit(state.x, w), cross_fit=True, weights=w)
 
     def init(self, state):
-        return self._fit(state, None)
+        return self._tuned(state, None)
 
     def tune(self, params, state, info, log_weights=None):
-        return self._fit(state, log_weights)
+        return self._tuned(state, log_weights)
+
+    def population_params(self, params: IMHParams) -> IMHParams:
+        return replace(params, cross_fit=False, weights=None)
 
     # the proposal is fitted to the whole population: the same at every level, not adapted
     def level_params(self, params, n_levels):
@@ -227,15 +277,39 @@ class IndependentMetropolis(MutationKernel):
     def adapt_level_params(self, level_params, levels, moved, gain):
         pass
 
-    def step(self, rng, state, density, path, tau, params: IMHParams):
-        x_new = params.mean + rng.standard_normal(state.x.shape) @ params.chol.T
-        proposal = ParticleState.evaluate(density, x_new, gradient=False)
+    def _move(self, rng, state, density, path, tau, proposal: IMHParams):
+        """One independence move of every particle of ``state`` with ``proposal``; returns
+        the new state and the acceptance probabilities."""
+        x_new = proposal.mean + rng.standard_normal(state.x.shape) @ proposal.chol.T
+        moved = ParticleState.evaluate(density, x_new, gradient=False)
         with np.errstate(invalid="ignore"):
-            log_ratio = (proposal.log_density(path, tau) - params.log_proposal(x_new)) - (
-                state.log_density(path, tau) - params.log_proposal(state.x)
+            log_ratio = (moved.log_density(path, tau) - proposal.log_proposal(x_new)) - (
+                state.log_density(path, tau) - proposal.log_proposal(state.x)
             )
-        accept, acc = metropolis_accept(rng, log_ratio)
-        return state.where(accept, proposal), KernelInfo(acc, state.n)
+        accept, _ = metropolis_accept(rng, log_ratio)
+        prob = np.exp(np.minimum(np.where(np.isnan(log_ratio), -np.inf, log_ratio), 0.0))
+        return state.where(accept, moved), prob
+
+    def step(self, rng, state, density, path, tau, params: IMHParams):
+        halves = _halves(state) if params.cross_fit else None
+        if halves is None:  # a replayed (fixed) proposal, or too few particles to split
+            new, prob = self._move(rng, state, density, path, tau, params)
+            return new, KernelInfo(float(prob.mean()), state.n)
+        w = (
+            params.weights
+            if params.weights is not None and len(params.weights) == state.n
+            else None
+        )
+        prob = np.empty(state.n)
+        for rows, other in (halves, halves[::-1]):
+            wo = None
+            if w is not None and w[other].sum() > 0:
+                wo = w[other] / w[other].sum()
+            proposal = self._fit(state.x[other], wo)
+            tau_rows = tau[rows] if np.ndim(tau) else tau
+            sub, prob[rows] = self._move(rng, state.take(rows), density, path, tau_rows, proposal)
+            state = _put_rows(state, rows, sub)
+        return state, KernelInfo(float(prob.mean()), state.n)
 
     def describe(self) -> dict:
         return {"kernel": self.name, "scale": self.scale}

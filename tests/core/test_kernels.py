@@ -17,6 +17,7 @@ import pymc_crais.core.kernels as kernels_mod
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import (
     HMC,
+    IndependentMetropolis,
     KernelInfo,
     RandomWalkMetropolis,
     make_kernel,
@@ -24,7 +25,7 @@ from pymc_crais.core.kernels import (
     with_step_size,
 )
 from pymc_crais.core.particles import ParticleState
-from pymc_crais.core.paths import make_path
+from pymc_crais.core.paths import ArrayTauPath, make_path
 
 D = 3
 N = 4000
@@ -133,6 +134,7 @@ KERNELS = {
     "rwmh": lambda: RandomWalkMetropolis(),
     "hmc1": lambda: HMC(n_leapfrog=1),
     "hmc5": lambda: HMC(n_leapfrog=5),
+    "imh": lambda: IndependentMetropolis(),
 }
 
 
@@ -204,8 +206,9 @@ def test_hmc_large_step_still_invariant(dense_max_dim, step):
     tau = 1.0
     kernel = HMC(n_leapfrog=5, dense_max_dim=dense_max_dim)
     x0 = _draw_gaussian(np.random.default_rng(4), M, S, N)
-    state, accs, _ = _run(kernel, make_path(0.0), tau, x0, seed=10,
-                          params_fn=lambda p: with_step_size(p, step))
+    state, accs, _ = _run(
+        kernel, make_path(0.0), tau, x0, seed=10, params_fn=lambda p: with_step_size(p, step)
+    )
     assert 0.3 < accs.mean() < 0.8, accs.mean()
     assert np.all(np.abs(_z_scores_gaussian(state.x, M, S)) < 5.0)
 
@@ -225,6 +228,85 @@ def test_invariance_check_detects_a_broken_kernel(kname, params_fn, monkeypatch)
     x0 = _draw_gaussian(np.random.default_rng(4), M, S, N)
     state, _, _ = _run(kernel, make_path(0.0), 1.0, x0, seed=10, params_fn=params_fn)
     assert np.max(np.abs(_z_scores_gaussian(state.x, M, S))) > 5.0
+
+
+def _imh_small_population_z(n=8, reps=600, steps=5, seed=31):
+    """z-score of the mean squared Mahalanobis distance to the target (expected D) of a
+    population of ``n`` exact target draws after ``steps`` tuned IMH transitions, over
+    ``reps`` independent populations (particles of one population are dependent, so the
+    population means are the replicates)."""
+    kernel = IndependentMetropolis()
+    dens = make_density(gradients=False)
+    rng = np.random.default_rng(seed)
+    path = make_path(0.0)
+    stats = np.empty(reps)
+    for r in range(reps):
+        state = ParticleState.evaluate(dens, _draw_gaussian(rng, M, S, n), gradient=False)
+        for _ in range(steps):
+            state, _ = kernel.step(rng, state, dens, path, 1.0, kernel.tune(None, state, None))
+        res = state.x - M
+        stats[r] = np.mean(np.einsum("ni,ij,nj->n", res, P, res))
+    return (stats.mean() - D) / (stats.std(ddof=1) / np.sqrt(reps))
+
+
+def test_imh_keeps_a_small_population_invariant():
+    """Each half moves with a Gaussian fitted to the other half: exact for the target even
+    when the fit rests on 4 particles (8 particles, d = 3)."""
+    assert abs(_imh_small_population_z()) < 4.0
+
+
+def test_imh_fitted_to_the_moving_particles_is_not_invariant(monkeypatch):
+    """Power of the check above: a proposal fitted to the whole population, the moving
+    particle included (what the kernel did before cross-fitting), pulls the population in
+    (mean squared Mahalanobis distance 2.1 instead of 3: z ≈ −30)."""
+    monkeypatch.setattr(kernels_mod, "_halves", lambda state: None)
+    assert _imh_small_population_z() < -8.0
+
+
+def test_imh_halves_follow_families_and_replayed_params_are_fixed():
+    k = IndependentMetropolis()
+    dens = make_density(gradients=False)
+    x = _draw_gaussian(np.random.default_rng(2), M, S, 12)
+    state = ParticleState.evaluate(dens, x, gradient=False)
+    even, odd = kernels_mod._halves(state)
+    np.testing.assert_array_equal(even, np.arange(0, 12, 2))
+    family = np.array([4, 4, 4, 1, 1, 2, 2, 2, 3, 7, 0, 0])  # copies after resampling
+    fam_state = state.with_family(family)
+    even, odd = kernels_mod._halves(fam_state)
+    np.testing.assert_array_equal(even, np.flatnonzero(family % 2 == 0))
+    np.testing.assert_array_equal(odd, np.flatnonzero(family % 2 == 1))
+    # one family only: the rows' parity; too few particles: no split
+    assert len(kernels_mod._halves(state.with_family(np.zeros(12, int)))[0]) == 6
+    assert kernels_mod._halves(state.take(np.arange(3))) is None
+    params = k.tune(k.init(fam_state), fam_state, None)
+    assert params.cross_fit
+    new, info = k.step(np.random.default_rng(0), fam_state, dens, make_path(0.0), 1.0, params)
+    np.testing.assert_array_equal(new.family, family)
+    _assert_cache_consistent(new, dens, gradient=False)
+    # parameters replayed by another run are a fixed proposal: one move with N(mean, L Lᵀ)
+    fixed = k.population_params(params)
+    assert not fixed.cross_fit and fixed.weights is None
+    far = type(fixed)(fixed.mean + 50.0, fixed.chol)
+    new, info = k.step(np.random.default_rng(0), state, dens, make_path(0.0), 1.0, far)
+    assert info.acceptance_rate < 1e-6 and np.array_equal(new.x, state.x)
+
+
+def test_imh_moves_particles_at_their_own_levels():
+    """Tempered sampling passes one τ per particle: each half takes its rows' τ."""
+    k = IndependentMetropolis()
+    dens = make_density(gradients=False)
+    x = _draw_gaussian(np.random.default_rng(3), M, S, 40)
+    state = ParticleState.evaluate(dens, x, gradient=False)
+    tau = np.linspace(0.2, 1.0, 40)
+    new, info = k.step(
+        np.random.default_rng(1),
+        state,
+        dens,
+        ArrayTauPath(make_path(0.0)),
+        tau,
+        k.tune(k.init(state), state, None),
+    )
+    assert 0.0 < info.acceptance_rate <= 1.0 and new.n == 40
 
 
 # --------------------------------------------------------------------------- params
@@ -292,9 +374,16 @@ def test_make_kernel_known():
         make_kernel(k, n_leapfrog=2)
 
 
-@pytest.mark.parametrize("kwargs", [{"n_leapfrog": 0}, {"n_leapfrog": 1.5},
-                                    {"step_size": -1.0}, {"step_size": np.nan},
-                                    {"target_accept": 1.0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"n_leapfrog": 0},
+        {"n_leapfrog": 1.5},
+        {"step_size": -1.0},
+        {"step_size": np.nan},
+        {"target_accept": 1.0},
+    ],
+)
 def test_hmc_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         HMC(**kwargs)
@@ -372,7 +461,10 @@ def test_stack_level_params_step_and_mass(name):
     p0 = k.init(_population(k))
     from dataclasses import replace
 
-    stages = [replace(p0, step_size=s, inv_mass=np.full(D, v)) for s, v in ((0.1, 1.0), (0.2, 2.0), (0.4, 3.0))]
+    stages = [
+        replace(p0, step_size=s, inv_mass=np.full(D, v))
+        for s, v in ((0.1, 1.0), (0.2, 2.0), (0.4, 3.0))
+    ]
     lp = k.stack_level_params(stages)
     sel = k.select_level_params(lp, np.array([2, 0, 1, 2]))
     np.testing.assert_allclose(sel.step_size[:, 0], [0.4, 0.1, 0.2, 0.4])
@@ -395,7 +487,9 @@ def test_stack_level_params_rwmh_rescales_to_the_last_factor():
     np.testing.assert_array_equal(sel.chol, np.eye(D))
 
 
-@pytest.mark.parametrize(("name", "lo", "hi"), [("hmc", 1e-6, 10.0), ("mala", 1e-6, 10.0), ("rwmh", 1e-5, 1e3)])
+@pytest.mark.parametrize(
+    ("name", "lo", "hi"), [("hmc", 1e-6, 10.0), ("mala", 1e-6, 10.0), ("rwmh", 1e-5, 1e3)]
+)
 def test_adapt_level_params_moves_visited_levels_towards_target(name, lo, hi):
     k = make_kernel(name)
     lp = k.level_params(k.init(_population(k)), 4)
@@ -404,7 +498,9 @@ def test_adapt_level_params_moves_visited_levels_towards_target(name, lo, hi):
     moved = np.array([1, 1, 1, 1, 0, 0, 1, 0], dtype=bool)
     k.adapt_level_params(lp, levels, moved, 0.1)
     t = k.target_accept
-    np.testing.assert_allclose(lp.log_step - before, [0.1 * (1 - t), 0.1 * (0 - t), 0.0, 0.1 * (0.5 - t)], atol=1e-15)
+    np.testing.assert_allclose(
+        lp.log_step - before, [0.1 * (1 - t), 0.1 * (0 - t), 0.0, 0.1 * (0.5 - t)], atol=1e-15
+    )
     for _ in range(2000):  # always accepted: clipped at the upper bound
         k.adapt_level_params(lp, levels, np.ones(8, dtype=bool), 1.0)
     np.testing.assert_allclose(lp.step_sizes()[[0, 1, 3]], hi)
