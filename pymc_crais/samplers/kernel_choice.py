@@ -22,11 +22,12 @@ Metropolis instead of HMC. HMC's step size and metric, fitted to the whole popul
 not suit a funnel's neck and its mouth at once; an independence proposal fitted to the
 resampled population jumps between them. Measured on the three suite cases with this
 property (``hier_centered``, ``eight_schools_centered``, ``bimodal_square``; seeds 11–20,
-``benchmarks/funnel_kernel.py``): RMS error 0.069 against HMC's 0.107 on the centred funnel
-(``pm.sample_smc``: 0.091), within 0.004 nat of HMC's on the other two, with 2.7–5.5× fewer
+``benchmarks/funnel_kernel.py``; IMH cross-fitted between halves of the population): RMS
+error 0.064 against HMC's 0.107 on the centred funnel (``pm.sample_smc``: 0.091), 0.020
+against 0.016 and 0.009 against 0.020 on the other two, with 2.7–5.5× fewer
 model evaluations; the bimodal square's right runs are no longer flagged. On centred
-funnels with 30 and 60 groups outside the suite both kernels were off by up to 0.9 nat and
-every run of either was flagged; IMH spent a third of HMC's evaluations (docs/validation.md,
+funnels with 30 and 60 groups outside the suite every run of either kernel was flagged and
+off by up to 0.9 nat (HMC) and 1.7 nat (IMH, a third of HMC's evaluations) (docs/validation.md,
 "Funnels: independence moves in SMC").
 AIS and CR-AIS keep HMC: without resampling, independence moves did not help them there.
 
