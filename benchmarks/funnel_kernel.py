@@ -1,7 +1,7 @@
 """Funnels: HMC against independence Metropolis as SMC's moves, and pm.sample_smc, over seeds.
 
     python benchmarks/funnel_kernel.py [--cases hier_centered,eight_schools_centered,bimodal_square]
-        [--seeds 11-20] [--methods hmc,imh,pm] [--rerun] [--no-run]
+        [--seeds 11-20] [--methods hmc,imh,default,pm] [--rerun] [--no-run]
     python benchmarks/funnel_kernel.py --groups 30,60 --seeds 1,2
 
 The suite's cases whose Laplace fit finds no interior mode (a Hessian with non-concave
@@ -18,7 +18,8 @@ given accuracy, RMS² × evaluations, relative to HMC's.
 
 ``--groups J,...``: the suite's synthetic centred funnel (``hier_synthetic``, 3 observations
 per group, data seed J) with J groups instead of 8, outside the suite, its exact ``log Z`` by
-quadrature over τ; ``pmc.sample_smc`` with ``kernel="hmc"`` and ``"imh"`` in this process
+quadrature over τ; ``pmc.sample_smc`` with ``kernel="hmc"``, ``"imh"`` and the default
+``"auto"`` (which takes ``"imh_then_hmc"`` there) in this process
 (4 chains, ``cores=1``): error, MCSE, evaluations and whether it warned, per seed.
 """
 
@@ -37,9 +38,11 @@ OUT = REPO / "benchmarks" / "out"
 METHODS = {  # label -> (validate.py sampler, --kwargs)
     "smc, kernel='hmc'": ("smc", {"kernel": "hmc"}),
     "smc, kernel='imh'": ("smc", {"kernel": "imh"}),
+    "smc, default ('imh_then_hmc')": ("smc", None),
     "pm.sample_smc": ("pm_smc", None),
 }
 FILES = {"smc, kernel='hmc'": "funnel_kernel_hmc.json", "smc, kernel='imh'": "funnel_kernel_imh.json",
+         "smc, default ('imh_then_hmc')": "funnel_kernel_default.json",
          "pm.sample_smc": "funnel_kernel_pm.json"}  # fmt: skip
 
 
@@ -104,7 +107,7 @@ def wide_funnels(groups: list[int], seeds: list[int]) -> str:
             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for j in groups:
         model, log_z, _, _ = hier_synthetic(True, J=j, seed=j)
-        for kernel in ("hmc", "imh"):
+        for kernel in ("hmc", "imh", "auto"):
             for seed in seeds:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
@@ -124,7 +127,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="11-20")
     ap.add_argument("--no-run", action="store_true", help="only tabulate the stored records")
     ap.add_argument("--groups", default="", help="wide centred funnels with these group counts")
-    ap.add_argument("--methods", default="", help="run only these: comma-separated 'hmc', 'imh', 'pm'")
+    ap.add_argument("--methods", default="", help="run only these: comma-separated 'hmc', 'imh', 'default', 'pm'")
     ap.add_argument("--rerun", action="store_true", help="replace the stored records of the runs")
     args = ap.parse_args()
     seeds = seeds_arg(args.seeds)
@@ -133,7 +136,8 @@ def main() -> None:
         return
     if not args.no_run:
         methods = [m for m in args.methods.split(",") if m]
-        run(args.cases, seeds, [f"'{m}'" if m != "pm" else "pm." for m in methods], args.rerun)
+        labels = {"pm": "pm.", "default": "default"}
+        run(args.cases, seeds, [labels.get(m, f"'{m}'") for m in methods], args.rerun)
     print(table(args.cases.split(","), seeds))
 
 

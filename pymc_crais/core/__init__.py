@@ -7,6 +7,7 @@ from .density import BatchedDensity, Evaluation, FunctionDensity
 from .kernels import (
     HMC,
     MALA,
+    IMHThenHMC,
     IndependentMetropolis,
     LevelParams,
     MutationKernel,
@@ -33,6 +34,7 @@ __all__ = [
     "FixedSchedule",
     "FunctionDensity",
     "GeometricPath",
+    "IMHThenHMC",
     "IndependentMetropolis",
     "LevelParams",
     "Moves",

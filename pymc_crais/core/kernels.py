@@ -58,6 +58,7 @@ from .particles import ParticleState
 
 __all__ = [
     "HMC",
+    "IMHThenHMC",
     "KERNELS",
     "MALA",
     "HMCParams",
@@ -315,11 +316,91 @@ class IndependentMetropolis(MutationKernel):
         return {"kernel": self.name, "scale": self.scale}
 
 
+@dataclass(frozen=True)
+class FallbackInfo(KernelInfo):
+    """:class:`KernelInfo` of :class:`IMHThenHMC`: which kernel made the transition."""
+
+    primary: bool = True
+
+
+@dataclass
+class FallbackParams:
+    """Parameters of :class:`IMHThenHMC`: the kernel in use (``primary``) and its parameters."""
+
+    primary: bool
+    params: object
+
+
+class IMHThenHMC(MutationKernel):
+    """Independence Metropolis until it stops moving the particles, then HMC.
+
+    Moves with :class:`IndependentMetropolis` until one of its transitions accepts, on
+    average, fewer than ``min_acceptance`` of its proposals; from the next transition on,
+    for the rest of the run, with :class:`HMC` (gradients are evaluated then, once, for the
+    particles IMH left without them). The default ``min_acceptance = 0.5 / 20`` is where
+    even the 20 transitions a stage may take (``max_mcmc_steps``) would move fewer than half
+    of the particles once: an independence proposal that far from the target does not mix,
+    while HMC's local moves still do. Each transition is an exact move for ``γ_τ`` given its
+    parameters; the switch is decided between transitions from the last one's acceptance.
+
+    Parameters
+    ----------
+    min_acceptance : float, default 0.025
+        IMH's mean acceptance probability below which HMC takes over.
+    scale : float, default 1.0
+        :class:`IndependentMetropolis`'s ``scale``.
+    **hmc_kwargs
+        Options of :class:`HMC`.
+    """
+
+    name = "imh_then_hmc"
+    needs_gradient = False  # IMH's first; HMC evaluates gradients when it takes over
+
+    def __init__(self, min_acceptance: float = 0.025, scale: float = 1.0, **hmc_kwargs):
+        if not (0.0 <= min_acceptance < 1.0):
+            raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance}")
+        self.min_acceptance = float(min_acceptance)
+        self.imh = IndependentMetropolis(scale=scale)
+        self.hmc = HMC(**hmc_kwargs)
+
+    def init(self, state):
+        return FallbackParams(True, self.imh.init(state))
+
+    def tune(self, params: FallbackParams, state, info, log_weights=None) -> FallbackParams:
+        if params.primary:
+            stuck = isinstance(info, FallbackInfo) and info.primary
+            if not (stuck and info.acceptance_rate < self.min_acceptance):
+                return FallbackParams(True, self.imh.tune(params.params, state, info, log_weights))
+            # HMC starts from its own initial step size: IMH's acceptance says nothing of it
+            return FallbackParams(False, self.hmc.tune(self.hmc.init(state), state, None, log_weights))
+        return FallbackParams(False, self.hmc.tune(params.params, state, info, log_weights))
+
+    def step(self, rng, state, density, path, tau, params: FallbackParams):
+        if params.primary:
+            new, info = self.imh.step(rng, state, density, path, tau, params.params)
+            return new, FallbackInfo(info.acceptance_rate, info.n_evals, True)
+        extra = 0
+        if not state.has_gradient:
+            state = ParticleState.evaluate(density, state.x, gradient=True).with_family(state.family)
+            extra = state.n
+        new, info = self.hmc.step(rng, state, density, path, tau, params.params)
+        return new, FallbackInfo(info.acceptance_rate, info.n_evals + extra, False)
+
+    def population_params(self, params: FallbackParams) -> FallbackParams:
+        kernel = self.imh if params.primary else self.hmc
+        return FallbackParams(params.primary, kernel.population_params(params.params))
+
+    def describe(self) -> dict:
+        return {"kernel": self.name, "min_acceptance": self.min_acceptance, "scale": self.imh.scale,
+                **{f"hmc_{k}": v for k, v in self.hmc.describe().items() if k != "kernel"}}
+
+
 KERNELS = {
     "hmc": HMC,
     "rwmh": RandomWalkMetropolis,
     "mh": RandomWalkMetropolis,
     "imh": IndependentMetropolis,
+    "imh_then_hmc": IMHThenHMC,
     "mala": MALA,
 }
 

@@ -18,16 +18,19 @@ SMC (``sample_smc``, which resamples its particles to each stage's target) makes
 choice once the automatic start (``init="auto"``) has looked at the posterior: where the
 Laplace fit found **no interior mode** (a Hessian with non-concave directions: a funnel, as
 in a centred hierarchical model, or a ridge) it moves the particles with independence
-Metropolis instead of HMC. HMC's step size and metric, fitted to the whole population, do
-not suit a funnel's neck and its mouth at once; an independence proposal fitted to the
-resampled population jumps between them. Measured on the three suite cases with this
-property (``hier_centered``, ``eight_schools_centered``, ``bimodal_square``; seeds 11–20,
-``benchmarks/funnel_kernel.py``; IMH cross-fitted between halves of the population): RMS
-error 0.064 against HMC's 0.107 on the centred funnel (``pm.sample_smc``: 0.091), 0.020
-against 0.016 and 0.009 against 0.020 on the other two, with 2.7–5.5× fewer
-model evaluations; the bimodal square's right runs are no longer flagged. On centred
-funnels with 30 and 60 groups outside the suite every run of either kernel was flagged and
-off by up to 0.9 nat (HMC) and 1.7 nat (IMH, a third of HMC's evaluations) (docs/validation.md,
+Metropolis, and with HMC from the first transition that accepts under 2.5 % of its
+proposals (``"imh_then_hmc"``, :class:`~pymc_crais.core.kernels.IMHThenHMC`). HMC's step
+size and metric, fitted to the whole population, do not suit a funnel's neck and its mouth
+at once; an independence proposal fitted to the resampled population jumps between them,
+as long as it is close enough to the target to be accepted. Measured on the three suite
+cases with this property (``hier_centered``, ``eight_schools_centered``, ``bimodal_square``;
+seeds 11–20, ``benchmarks/funnel_kernel.py``, where no transition falls under the bound and
+the runs are IMH's bit for bit): RMS error 0.064 against HMC's 0.107 on the centred funnel
+(``pm.sample_smc``: 0.091), 0.020 against 0.016 and 0.009 against 0.020 on the other two,
+with 2.7–5.5× fewer model evaluations; the bimodal square's right runs are no longer
+flagged. On centred funnels with 30 and 60 groups outside the suite IMH alone accepted
+under 1 % and was off by up to 1.7 nat; there the fallback gives errors near HMC's (RMS
+0.75 against 0.63, IMH alone 1.25), every run of each kernel flagged (docs/validation.md,
 "Funnels: independence moves in SMC").
 AIS and CR-AIS keep HMC: without resampling, independence moves did not help them there.
 
@@ -52,7 +55,7 @@ AUTO = "auto"
 CONTINUOUS_DEFAULT = "hmc"
 DISCRETE_DEFAULT = "imh"
 DISCRETE_DEFAULT_PER_LEVEL = "rwmh"
-FUNNEL_DEFAULT = "imh"
+FUNNEL_DEFAULT = "imh_then_hmc"
 
 
 def resolve_kernel(

@@ -17,6 +17,7 @@ import pymc_crais.core.kernels as kernels_mod
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import (
     HMC,
+    IMHThenHMC,
     IndependentMetropolis,
     KernelInfo,
     RandomWalkMetropolis,
@@ -135,6 +136,7 @@ KERNELS = {
     "hmc1": lambda: HMC(n_leapfrog=1),
     "hmc5": lambda: HMC(n_leapfrog=5),
     "imh": lambda: IndependentMetropolis(),
+    "imh_then_hmc": lambda: IMHThenHMC(),
 }
 
 
@@ -307,6 +309,50 @@ def test_imh_moves_particles_at_their_own_levels():
         k.tune(k.init(state), state, None),
     )
     assert 0.0 < info.acceptance_rate <= 1.0 and new.n == 40
+
+
+def test_imh_then_hmc_switches_when_independence_moves_stall():
+    """With a bound no IMH transition reaches, HMC takes over after the first transition:
+    gradients are evaluated once (N more evaluations), HMC moves from then on, and the
+    target stays invariant."""
+    k = IMHThenHMC(min_acceptance=0.999, n_leapfrog=5)
+    dens = make_density(gradients=True)
+    x0 = _draw_gaussian(np.random.default_rng(6), M, S, N)
+    state = ParticleState.evaluate(dens, x0, gradient=False).with_family(np.arange(N))
+    rng = np.random.default_rng(11)
+    path = make_path(0.0)
+    params = k.tune(k.init(state), state, None)
+    assert params.primary
+    state, info = k.step(rng, state, dens, path, 1.0, params)
+    assert info.primary and info.n_evals == N and not state.has_gradient
+    params = k.tune(params, state, info)
+    assert not params.primary
+    kinds, evals = [], []
+    for _ in range(N_STEPS):
+        state, info = k.step(rng, state, dens, path, 1.0, params)
+        params = k.tune(params, state, info)
+        kinds.append(info.primary)
+        evals.append(info.n_evals)
+    assert not any(kinds) and state.has_gradient
+    assert evals[0] == N * 5 + N and set(evals[1:]) == {N * 5}
+    np.testing.assert_array_equal(state.family, np.arange(N))
+    assert np.all(np.abs(_z_scores_gaussian(state.x, M, S)) < 5.0)
+    _assert_cache_consistent(state, dens, gradient=True)
+    assert not k.population_params(params).primary
+
+
+def test_imh_then_hmc_keeps_independence_moves_that_move():
+    k = IMHThenHMC()
+    dens = make_density(gradients=False)
+    state = ParticleState.evaluate(dens, _draw_gaussian(np.random.default_rng(7), M, S, 400), gradient=False)
+    params = k.tune(k.init(state), state, None)
+    for _ in range(5):
+        state, info = k.step(np.random.default_rng(1), state, dens, make_path(0.0), 1.0, params)
+        params = k.tune(params, state, info)
+        assert params.primary and info.primary and info.acceptance_rate > 0.5
+    assert k.describe()["kernel"] == "imh_then_hmc" and make_kernel("imh_then_hmc").min_acceptance == 0.025
+    with pytest.raises(ValueError, match="min_acceptance"):
+        IMHThenHMC(min_acceptance=1.0)
 
 
 # --------------------------------------------------------------------------- params

@@ -94,7 +94,7 @@ AUTO_ATTRS = {"kernel_requested": "auto", "kernel_reason": "all free variables a
 
 def test_after_a_funnel_start_smc_turns_to_independence_moves(continuous_layout):
     kernel, attrs = kernel_after_start(AUTO_ATTRS, None, FUNNEL_START, continuous_layout, True)
-    assert kernel == FUNNEL_DEFAULT == "imh"
+    assert kernel == FUNNEL_DEFAULT == "imh_then_hmc"
     assert attrs["kernel_requested"] == "auto" and "no interior mode" in attrs["kernel_reason"]
 
 
@@ -125,13 +125,14 @@ def test_discrete_models_keep_their_kernel_after_a_funnel_start(discrete_layout)
 
 def test_default_smc_on_a_centred_funnel_records_independence_moves():
     """pmc.sample_smc() with no options on a centred hierarchical model (no interior mode)
-    moves with 'imh' and says why; sample_ais() with no options keeps HMC."""
+    moves with 'imh_then_hmc' (independence moves, HMC if they stop moving) and says why;
+    sample_ais() with no options keeps HMC."""
     from pymc_crais.validation import get_case
 
     model = get_case("eight_schools_centered").build_model()
     kw = dict(model=model, draws=200, chains=1, cores=1, random_seed=2, progressbar=False)
     smc = pmc.sample_smc(**kw)["sample_stats"].attrs
-    assert smc["kernel"] == "imh" and smc["init_choice"] == "prior"
+    assert smc["kernel"] == "imh_then_hmc" and smc["init_choice"] == "prior"
     assert "no interior mode" in smc["kernel_reason"]
     ais = pmc.sample_ais(**kw)["sample_stats"].attrs
     assert ais["kernel"] == "hmc"
