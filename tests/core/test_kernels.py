@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+import pymc_crais.core.imh as imh_mod
 import pymc_crais.core.kernels as kernels_mod
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import (
@@ -261,7 +262,7 @@ def test_imh_fitted_to_the_moving_particles_is_not_invariant(monkeypatch):
     """Power of the check above: a proposal fitted to the whole population, the moving
     particle included (what the kernel did before cross-fitting), pulls the population in
     (mean squared Mahalanobis distance 2.1 instead of 3: z ≈ −30)."""
-    monkeypatch.setattr(kernels_mod, "_halves", lambda state: None)
+    monkeypatch.setattr(imh_mod, "_halves", lambda state: None)
     assert _imh_small_population_z() < -8.0
 
 
@@ -270,16 +271,16 @@ def test_imh_halves_follow_families_and_replayed_params_are_fixed():
     dens = make_density(gradients=False)
     x = _draw_gaussian(np.random.default_rng(2), M, S, 12)
     state = ParticleState.evaluate(dens, x, gradient=False)
-    even, odd = kernels_mod._halves(state)
+    even, odd = imh_mod._halves(state)
     np.testing.assert_array_equal(even, np.arange(0, 12, 2))
     family = np.array([4, 4, 4, 1, 1, 2, 2, 2, 3, 7, 0, 0])  # copies after resampling
     fam_state = state.with_family(family)
-    even, odd = kernels_mod._halves(fam_state)
+    even, odd = imh_mod._halves(fam_state)
     np.testing.assert_array_equal(even, np.flatnonzero(family % 2 == 0))
     np.testing.assert_array_equal(odd, np.flatnonzero(family % 2 == 1))
     # one family only: the rows' parity; too few particles: no split
-    assert len(kernels_mod._halves(state.with_family(np.zeros(12, int)))[0]) == 6
-    assert kernels_mod._halves(state.take(np.arange(3))) is None
+    assert len(imh_mod._halves(state.with_family(np.zeros(12, int)))[0]) == 6
+    assert imh_mod._halves(state.take(np.arange(3))) is None
     params = k.tune(k.init(fam_state), fam_state, None)
     assert params.cross_fit
     new, info = k.step(np.random.default_rng(0), fam_state, dens, make_path(0.0), 1.0, params)
@@ -344,13 +345,18 @@ def test_imh_then_hmc_switches_when_independence_moves_stall():
 def test_imh_then_hmc_keeps_independence_moves_that_move():
     k = IMHThenHMC()
     dens = make_density(gradients=False)
-    state = ParticleState.evaluate(dens, _draw_gaussian(np.random.default_rng(7), M, S, 400), gradient=False)
+    state = ParticleState.evaluate(
+        dens, _draw_gaussian(np.random.default_rng(7), M, S, 400), gradient=False
+    )
     params = k.tune(k.init(state), state, None)
     for _ in range(5):
         state, info = k.step(np.random.default_rng(1), state, dens, make_path(0.0), 1.0, params)
         params = k.tune(params, state, info)
         assert params.primary and info.primary and info.acceptance_rate > 0.5
-    assert k.describe()["kernel"] == "imh_then_hmc" and make_kernel("imh_then_hmc").min_acceptance == 0.025
+    assert (
+        k.describe()["kernel"] == "imh_then_hmc"
+        and make_kernel("imh_then_hmc").min_acceptance == 0.025
+    )
     with pytest.raises(ValueError, match="min_acceptance"):
         IMHThenHMC(min_acceptance=1.0)
 
