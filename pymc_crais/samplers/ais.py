@@ -80,13 +80,15 @@ def sample_ais(
         Steps of a fixed named schedule.
     alpha : float, default 0.0
         Power-mean exponent of the path: 0 geometric, 1 arithmetic; any finite value.
-    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "auto"
+    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc"} or MutationKernel, default "auto"
         Mutation kernel. ``"auto"``: ``"hmc"`` on continuous models, ``"imh"`` on models with
         discrete variables (recorded in the attributes ``kernel``, ``kernel_requested`` and
         ``kernel_reason``). ``"hmc"`` and ``"mala"`` need gradients and continuous variables;
         ``"rwmh"`` (alias ``"mh"``: random-walk Metropolis with particle-covariance
-        proposals) and ``"imh"`` (independence Metropolis with a Gaussian fitted to the
-        particles) work for all.
+        proposals) and ``"imh"`` (independence Metropolis with Gaussians fitted to the
+        particles, each half of them to the other) work for all; ``"imh_then_hmc"``
+        (independence moves, then HMC from the first transition that accepts under 2.5 %
+        of its proposals) needs gradients once it falls back.
     chains : int, optional
         Independent runs (default: ``max(2, cores)``, as PyMC).
     cores : int, optional

@@ -49,7 +49,7 @@ class BatchedSMC(SMC_KERNEL):
 
     Parameters
     ----------
-    mutation : {"auto", "hmc", "mala", "rwmh", "mh", "imh"} or MutationKernel, default "auto"
+    mutation : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc"} or MutationKernel, default "auto"
         Batched kernel moving the particles (``"auto"``: ``"hmc"``, or ``"imh"`` when the
         model has discrete variables).
     mutation_kwargs : dict, optional
