@@ -17,6 +17,7 @@ from pymc_crais.core.anneal import anneal
 from pymc_crais.core.kernels import (
     HMC,
     MALA,
+    IndependentMetropolis,
     RandomWalkMetropolis,
     particle_variance,
     particle_variance_loo,
@@ -149,8 +150,16 @@ def test_adaptive_hmc_ais_is_unbiased_on_thelinear_regression_density():
     _assert_unbiased(err, mcse, max_mcse=0.05)
 
 
+def test_cross_fitted_imh_ais_is_unbiased_on_the_linear_regression_density():
+    """Independence Metropolis with a proposal fitted to the whole population (the moving
+    particle included) gave +0.337 ± 0.026 on these three runs; cross-fitted halves +0.037
+    ± 0.028."""
+    err, mcse = _pooled_error(IndependentMetropolis, seeds=[0, 1, 2])
+    _assert_unbiased(err, mcse, max_mcse=0.05)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel_cls", [HMC, RandomWalkMetropolis, MALA])
+@pytest.mark.parametrize("kernel_cls", [HMC, RandomWalkMetropolis, MALA, IndependentMetropolis])
 def test_adaptive_ais_unbiased_replicates(kernel_cls):
     """24 runs pooled (MCSE ~0.012 for HMC): the residual adaptation bias is below ~0.07."""
     err, mcse = _pooled_error(kernel_cls, seeds=range(100, 124))
