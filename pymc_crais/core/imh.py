@@ -11,7 +11,7 @@ import numpy as np
 
 from .hmc import HMC
 from .kernel_base import KernelInfo, LevelParams, MutationKernel, metropolis_accept
-from .moments import cholesky, moments_weights, particle_covariance
+from .moments import cholesky, moments_weights, particle_covariance, split_halves
 from .particles import ParticleState
 
 __all__ = ["FallbackInfo", "FallbackParams", "IMHParams", "IMHThenHMC", "IndependentMetropolis"]
@@ -128,37 +128,37 @@ class IndependentMetropolis(MutationKernel):
 
     def _move(self, rng, state, density, path, tau, proposal: IMHParams):
         """One independence move of every particle of ``state`` with ``proposal``; returns
-        the new state and the acceptance probabilities."""
+        the new state and the mean acceptance probability."""
         x_new = proposal.mean + rng.standard_normal(state.x.shape) @ proposal.chol.T
         moved = ParticleState.evaluate(density, x_new, gradient=False)
         with np.errstate(invalid="ignore"):
             log_ratio = (moved.log_density(path, tau) - proposal.log_proposal(x_new)) - (
                 state.log_density(path, tau) - proposal.log_proposal(state.x)
             )
-        accept, _ = metropolis_accept(rng, log_ratio)
-        prob = np.exp(np.minimum(np.where(np.isnan(log_ratio), -np.inf, log_ratio), 0.0))
-        return state.where(accept, moved), prob
+        accept, acc = metropolis_accept(rng, log_ratio)
+        return state.where(accept, moved), acc
 
     def step(self, rng, state, density, path, tau, params: IMHParams):
         halves = _halves(state) if params.cross_fit else None
         if halves is None:  # a replayed (fixed) proposal, or too few particles to split
-            new, prob = self._move(rng, state, density, path, tau, params)
-            return new, KernelInfo(float(prob.mean()), state.n)
+            new, acc = self._move(rng, state, density, path, tau, params)
+            return new, KernelInfo(acc, state.n)
         w = (
             params.weights
             if params.weights is not None and len(params.weights) == state.n
             else None
         )
-        prob = np.empty(state.n)
-        for rows, other in (halves, halves[::-1]):
-            wo = None
-            if w is not None and w[other].sum() > 0:
-                wo = w[other] / w[other].sum()
-            proposal = self._fit(state.x[other], wo)
+        groups = np.zeros(state.n, dtype=np.intp)
+        groups[halves[1]] = 1
+        acc = 0.0
+        for g, rows in enumerate(halves):
+            other_x, other_w = split_halves(state.x, w, groups)[1 - g]  # current positions
+            proposal = self._fit(other_x, other_w)
             tau_rows = tau[rows] if np.ndim(tau) else tau
-            sub, prob[rows] = self._move(rng, state.take(rows), density, path, tau_rows, proposal)
+            sub, acc_g = self._move(rng, state.take(rows), density, path, tau_rows, proposal)
             state = _put_rows(state, rows, sub)
-        return state, KernelInfo(float(prob.mean()), state.n)
+            acc += acc_g * len(rows) / state.n
+        return state, KernelInfo(float(acc), state.n)
 
     def describe(self) -> dict:
         return {"kernel": self.name, "scale": self.scale}

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .hmc import HMC, MALA, HMCParams, with_step_size
+from .imh import IMHParams, IMHThenHMC, IndependentMetropolis
 from .kernel_base import (
     KernelInfo,
     LevelParams,
@@ -55,7 +56,6 @@ from .moments import (
     particle_variance,
     particle_variance_loo,
 )
-from .imh import IMHParams, IMHThenHMC, IndependentMetropolis
 from .particles import ParticleState
 
 __all__ = [

@@ -18,6 +18,7 @@ __all__ = [
     "particle_covariance",
     "particle_variance",
     "particle_variance_loo",
+    "split_halves",
 ]
 
 
@@ -74,13 +75,11 @@ def particle_variance_loo(x: np.ndarray, weights: np.ndarray | None = None) -> n
     return np.maximum(out, 1e-10 * scale + 1e-300)
 
 
-def _halves(x: np.ndarray, weights: np.ndarray | None, groups: np.ndarray | None = None):
+def split_halves(x: np.ndarray, weights: np.ndarray | None, groups: np.ndarray | None = None):
     """The two halves (even / odd rows, or ``groups`` 0 / 1) of the population with
     renormalized weights."""
     out = []
-    rows = (
-        (slice(0, None, 2), slice(1, None, 2)) if groups is None else (groups == 0, groups == 1)
-    )
+    rows = (slice(0, None, 2), slice(1, None, 2)) if groups is None else (groups == 0, groups == 1)
     for sl in rows:
         w = None
         if weights is not None:
@@ -97,7 +96,7 @@ def cross_fitted_chol(
     """Cholesky factors ``(2, d, d)``: [0] from the odd rows (moves the even ones), [1] from
     the even rows; with ``groups`` (0 / 1 per row), [g] from the rows of group ``1 − g``.
     ``None`` when a half has fewer than 2 rows."""
-    (xe, we), (xo, wo) = _halves(x, weights, groups)
+    (xe, we), (xo, wo) = split_halves(x, weights, groups)
     if min(xe.shape[0], xo.shape[0]) < 2:
         return None
     return np.stack([cholesky(particle_covariance(xo, wo)), cholesky(particle_covariance(xe, we))])
