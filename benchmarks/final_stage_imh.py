@@ -40,12 +40,8 @@ class FinalIMH(MutationKernel):
         return self.hmc.init(state)
 
     def tune(self, params, state, info, log_weights=None):
-        return self.hmc.tune(
-            params,
-            state,
-            info if info is not None and getattr(info, "_hmc", True) else None,
-            log_weights,
-        )
+        # at τ = 1 the info is IMH's; HMC's step size is not used after it
+        return self.hmc.tune(params, state, info, log_weights)
 
     def step(self, rng, state, density, path, tau, params):
         if np.ndim(tau) == 0 and tau == 1.0:
