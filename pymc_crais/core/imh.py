@@ -1,7 +1,9 @@
 """Independence Metropolis: Gaussians fitted to the population, cross-fitted between its
-halves (:class:`IndependentMetropolis`), and the funnel default of SMC that falls back to HMC
-when independence proposals stop being accepted (:class:`IMHThenHMC`). Registered, with the
-other kernels, in :mod:`.kernels` (import kernels from there)."""
+halves (:class:`IndependentMetropolis`), the funnel default of SMC that falls back to HMC
+when independence proposals stop being accepted (:class:`IMHThenHMC`), and SMC's default
+that moves with HMC and, at the target itself, with independence proposals while they are
+accepted (:class:`FinalIMH`). Registered, with the other kernels, in :mod:`.kernels` (import
+kernels from there)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,15 @@ from .kernel_base import KernelInfo, LevelParams, MutationKernel, metropolis_acc
 from .moments import cholesky, moments_weights, particle_covariance, split_halves
 from .particles import ParticleState
 
-__all__ = ["FallbackInfo", "FallbackParams", "IMHParams", "IMHThenHMC", "IndependentMetropolis"]
+__all__ = [
+    "FallbackInfo",
+    "FallbackParams",
+    "FinalIMH",
+    "FinalIMHParams",
+    "IMHParams",
+    "IMHThenHMC",
+    "IndependentMetropolis",
+]
 
 
 @dataclass
@@ -86,15 +96,20 @@ class IndependentMetropolis(MutationKernel):
     ----------
     scale : float, default 1.0
         Inflation of the fitted standard deviations.
+    keep_gradients : bool, default False
+        Evaluate the proposals with gradients when the particles carry them, so that a
+        gradient kernel can take over without evaluating them again (:class:`FinalIMH`);
+        by default proposals are evaluated without gradients.
     """
 
     name = "imh"
     needs_gradient = False
 
-    def __init__(self, scale: float = 1.0):
+    def __init__(self, scale: float = 1.0, keep_gradients: bool = False):
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"scale must be positive, got {scale}")
         self.scale = float(scale)
+        self.keep_gradients = bool(keep_gradients)
 
     def _fit(self, x: np.ndarray, w: np.ndarray | None) -> IMHParams:
         mean = x.mean(axis=0) if w is None else w @ x
@@ -130,7 +145,8 @@ class IndependentMetropolis(MutationKernel):
         """One independence move of every particle of ``state`` with ``proposal``; returns
         the new state and the mean acceptance probability."""
         x_new = proposal.mean + rng.standard_normal(state.x.shape) @ proposal.chol.T
-        moved = ParticleState.evaluate(density, x_new, gradient=False)
+        gradient = self.keep_gradients and state.has_gradient
+        moved = ParticleState.evaluate(density, x_new, gradient=gradient)
         with np.errstate(invalid="ignore"):
             log_ratio = (moved.log_density(path, tau) - proposal.log_proposal(x_new)) - (
                 state.log_density(path, tau) - proposal.log_proposal(state.x)
@@ -241,6 +257,94 @@ class IMHThenHMC(MutationKernel):
     def population_params(self, params: FallbackParams) -> FallbackParams:
         kernel = self.imh if params.primary else self.hmc
         return FallbackParams(params.primary, kernel.population_params(params.params))
+
+    def describe(self) -> dict:
+        return {
+            "kernel": self.name,
+            "min_acceptance": self.min_acceptance,
+            "scale": self.imh.scale,
+            **{f"hmc_{k}": v for k, v in self.hmc.describe().items() if k != "kernel"},
+        }
+
+
+@dataclass
+class FinalIMHParams:
+    """Parameters of :class:`FinalIMH`: HMC's (``hmc``), and whether independence moves may
+    still be made at ``τ = 1`` in this run (``imh``)."""
+
+    hmc: object
+    imh: bool = True
+
+
+class FinalIMH(MutationKernel):
+    """HMC, and at the target (``τ = 1``) independence Metropolis while it is accepted.
+
+    Below ``τ = 1`` every transition is :class:`HMC`'s. At ``τ = 1`` (the last stage of an
+    annealing run; with SMC its ``log Z`` is complete before these moves, which change only
+    the posterior draws and the cost) the transitions are cross-fitted
+    :class:`IndependentMetropolis` moves, until one accepts on average fewer than
+    ``min_acceptance`` of its proposals; the stage's remaining transitions are HMC's. Where
+    the posterior is close to Gaussian an accepted independence proposal is a fresh draw
+    from it for one model evaluation, against HMC's trajectory of several. The proposals are
+    evaluated with gradients (the particles carry them), so that HMC can take over without
+    evaluating them again and no second function of the model is compiled. Each transition
+    is an exact move for ``γ_τ`` given its parameters; the switch is decided between
+    transitions from the last one's acceptance.
+
+    The default ``min_acceptance = 1 − 0.1^(3/20) ≈ 0.29`` is the acceptance at which, if
+    every particle were accepted at that rate, a third of the 20 transitions a stage may
+    take (``max_mcmc_steps``) would bring the particles' correlation with the stage's start
+    below the ``"auto"`` rule's bound of 0.1. Acceptance varies between particles (those in
+    the target's tails, where the Gaussian fits worst, stay longest), so the transitions
+    needed were about twice that prediction on the validation suite: a 10-d mixture at 0.26
+    took 12–14, a d = 61 regression at 0.16 did not reach the bound in 20 (HMC: 3).
+
+    Parameters
+    ----------
+    min_acceptance : float, default 0.29
+        Independence Metropolis's mean acceptance probability below which HMC takes over.
+    scale : float, default 1.0
+        :class:`IndependentMetropolis`'s ``scale``.
+    **hmc_kwargs
+        Options of :class:`HMC`.
+    """
+
+    name = "hmc_final_imh"
+    needs_gradient = True
+
+    def __init__(
+        self, min_acceptance: float = 1.0 - 0.1 ** (3.0 / 20), scale: float = 1.0, **hmc_kwargs
+    ):
+        if not (0.0 <= min_acceptance < 1.0):
+            raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance}")
+        self.min_acceptance = float(min_acceptance)
+        self.imh = IndependentMetropolis(scale=scale, keep_gradients=True)
+        self.hmc = HMC(**hmc_kwargs)
+
+    def init(self, state):
+        return FinalIMHParams(self.hmc.init(state))
+
+    def tune(self, params: FinalIMHParams, state, info, log_weights=None) -> FinalIMHParams:
+        if isinstance(info, FallbackInfo) and info.primary:  # the last move was IMH's
+            keep = info.acceptance_rate >= self.min_acceptance
+            return FinalIMHParams(params.hmc, params.imh and keep)
+        return FinalIMHParams(self.hmc.tune(params.hmc, state, info, log_weights), params.imh)
+
+    def step(self, rng, state, density, path, tau, params: FinalIMHParams):
+        if params.imh and np.ndim(tau) == 0 and tau >= 1.0:
+            # fitted to the other half's positions with equal weights: where the last stage
+            # was not resampled (a start close to the posterior) the unweighted population
+            # is wider than the target, and the proposal's heavier tails let the particles
+            # in the target's tails move (fitted with the weights, the acceptance was higher
+            # but those particles stayed put: pima_sd5 took 5-7 transitions, not 2-5)
+            proposal = IMHParams(np.zeros(state.dim), np.eye(state.dim), cross_fit=True)
+            new, info = self.imh.step(rng, state, density, path, tau, proposal)
+            return new, FallbackInfo(info.acceptance_rate, info.n_evals, True)
+        return self.hmc.step(rng, state, density, path, tau, params.hmc)
+
+    def population_params(self, params: FinalIMHParams) -> FinalIMHParams:
+        # a replay (fixed parameters per stage) moves with HMC throughout
+        return FinalIMHParams(self.hmc.population_params(params.hmc), False)
 
     def describe(self) -> dict:
         return {

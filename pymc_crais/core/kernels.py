@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .hmc import HMC, MALA, HMCParams, with_step_size
-from .imh import IMHParams, IMHThenHMC, IndependentMetropolis
+from .imh import FinalIMH, IMHParams, IMHThenHMC, IndependentMetropolis
 from .kernel_base import (
     KernelInfo,
     LevelParams,
@@ -60,6 +60,7 @@ from .particles import ParticleState
 
 __all__ = [
     "HMC",
+    "FinalIMH",
     "IMHThenHMC",
     "KERNELS",
     "MALA",
@@ -177,6 +178,7 @@ KERNELS = {
     "mh": RandomWalkMetropolis,
     "imh": IndependentMetropolis,
     "imh_then_hmc": IMHThenHMC,
+    "hmc_final_imh": FinalIMH,
     "mala": MALA,
 }
 

@@ -80,7 +80,7 @@ def sample_ais(
         Steps of a fixed named schedule.
     alpha : float, default 0.0
         Power-mean exponent of the path: 0 geometric, 1 arithmetic; any finite value.
-    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc"} or MutationKernel, default "auto"
+    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc", "hmc_final_imh"} or MutationKernel, default "auto"
         Mutation kernel. ``"auto"``: ``"hmc"`` on continuous models, ``"imh"`` on models with
         discrete variables (recorded in the attributes ``kernel``, ``kernel_requested`` and
         ``kernel_reason``). ``"hmc"`` and ``"mala"`` need gradients and continuous variables;
@@ -88,7 +88,9 @@ def sample_ais(
         proposals) and ``"imh"`` (independence Metropolis with Gaussians fitted to the
         particles, each half of them to the other) work for all; ``"imh_then_hmc"``
         (independence moves, then HMC from the first transition that accepts under 2.5 %
-        of its proposals) needs gradients once it falls back.
+        of its proposals) needs gradients once it falls back; ``"hmc_final_imh"`` (SMC's
+        default on continuous models) is HMC, and at ``τ = 1`` independence moves while
+        they are accepted (a replay of tuned parameters, as CR-AIS's final run, is HMC's).
     chains : int, optional
         Independent runs (default: ``max(2, cores)``, as PyMC).
     cores : int, optional

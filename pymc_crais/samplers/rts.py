@@ -142,11 +142,12 @@ def sample_rts(
         interpolated to ``K`` levels.
     alpha : float, default 0.0
         Power-mean exponent of the path (0: geometric).
-    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc"} or MutationKernel, default "auto"
+    kernel : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc", "hmc_final_imh"} or MutationKernel, default "auto"
         ``θ | k`` kernel (``"auto"``: ``"hmc"``, or ``"rwmh"`` on models with discrete
         variables); HMC/MALA get per-level step sizes and masses, random-walk Metropolis
-        per-level scales, IMH one proposal for all levels; ``"imh_then_hmc"`` has no
-        per-level parameters and is refused, with the kernels that have them named.
+        per-level scales, IMH one proposal for all levels; ``"imh_then_hmc"`` and
+        ``"hmc_final_imh"`` have no per-level parameters and are refused, with the kernels
+        that have them named.
     chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, kernel_kwargs, backend, mp_ctx, executor, memory_budget
         As in :func:`pymc_crais.sample_ais`. Chains are independent replicates.
     level_prior : array_like, optional

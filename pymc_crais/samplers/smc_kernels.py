@@ -49,9 +49,10 @@ class BatchedSMC(SMC_KERNEL):
 
     Parameters
     ----------
-    mutation : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc"} or MutationKernel, default "auto"
+    mutation : {"auto", "hmc", "mala", "rwmh", "mh", "imh", "imh_then_hmc", "hmc_final_imh"} or MutationKernel, default "auto"
         Batched kernel moving the particles (``"auto"``: ``"hmc"``, or ``"imh"`` when the
-        model has discrete variables).
+        model has discrete variables; :func:`pymc_crais.sample_smc`'s continuous default
+        ``"hmc_final_imh"`` is not chosen here, but may be named).
     mutation_kwargs : dict, optional
         Options of that kernel (e.g. ``n_leapfrog``).
     n_mcmc_steps : int, "auto" or "pymc", default "auto"

@@ -18,6 +18,7 @@ import pymc_crais.core.kernels as kernels_mod
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import (
     HMC,
+    FinalIMH,
     IMHThenHMC,
     IndependentMetropolis,
     KernelInfo,
@@ -105,11 +106,17 @@ def _run(kernel, path, tau, x0, seed, params_fn=None):
         state, info = kernel.step(rng, state, dens, path, tau, params)
         assert isinstance(info, KernelInfo)
         assert 0.0 < info.acceptance_rate <= 1.0
-        expected = N * getattr(kernel, "n_leapfrog", 1)
+        expected = N * _evals_per_particle(kernel, tau)
         assert info.n_evals == expected
         assert dens.n_evals - before == expected
         accs.append(info.acceptance_rate)
     return state, np.array(accs), dens
+
+
+def _evals_per_particle(kernel, tau):
+    if isinstance(kernel, FinalIMH):  # independence moves at τ = 1 (they stay above 29 % here)
+        return 1 if np.ndim(tau) == 0 and tau == 1.0 else kernel.hmc.n_leapfrog
+    return getattr(kernel, "n_leapfrog", 1)
 
 
 def _z_scores_gaussian(x, mean, cov):
@@ -138,6 +145,7 @@ KERNELS = {
     "hmc5": lambda: HMC(n_leapfrog=5),
     "imh": lambda: IndependentMetropolis(),
     "imh_then_hmc": lambda: IMHThenHMC(),
+    "hmc_final_imh": lambda: FinalIMH(n_leapfrog=5),
 }
 
 
@@ -359,6 +367,59 @@ def test_imh_then_hmc_keeps_independence_moves_that_move():
     )
     with pytest.raises(ValueError, match="min_acceptance"):
         IMHThenHMC(min_acceptance=1.0)
+
+
+def test_final_imh_is_hmc_below_the_target_and_in_a_replay():
+    """Below τ = 1 (and with replayed parameters at τ = 1) FinalIMH's transitions are HMC's,
+    bit for bit."""
+    dens = make_density(gradients=True)
+    x0 = _draw_gaussian(np.random.default_rng(8), M, S, 200)
+    state = ParticleState.evaluate(dens, x0, gradient=True).with_family(np.arange(200))
+    k, h = FinalIMH(n_leapfrog=5), HMC(n_leapfrog=5)
+    pk, ph = k.tune(k.init(state), state, None), h.tune(h.init(state), state, None)
+    path = make_path(0.0)
+    for tau, params, hparams in [(0.4, pk, ph), (1.0, k.population_params(pk), h.population_params(ph))]:
+        a, ia = k.step(np.random.default_rng(3), state, dens, path, tau, params)
+        b, ib = h.step(np.random.default_rng(3), state, dens, path, tau, hparams)
+        np.testing.assert_array_equal(a.x, b.x)
+        assert ia == ib
+    assert not k.population_params(pk).imh
+
+
+def test_final_imh_moves_the_target_with_independence_proposals_then_hmc():
+    """At τ = 1 independence moves (one evaluation per particle, gradients kept), until a
+    transition accepts under ``min_acceptance``; then HMC, with no evaluation to make up."""
+    dens = make_density(gradients=True)
+    x0 = _draw_gaussian(np.random.default_rng(6), M, S, N)
+    state = ParticleState.evaluate(dens, x0, gradient=True).with_family(np.arange(N))
+    rng, path = np.random.default_rng(11), make_path(0.0)
+    k = FinalIMH(min_acceptance=0.999, n_leapfrog=5)
+    params = k.tune(k.init(state), state, None)
+    state, info = k.step(rng, state, dens, path, 1.0, params)
+    assert info.primary and info.n_evals == N and state.has_gradient
+    _assert_cache_consistent(state, dens, gradient=True)
+    params = k.tune(params, state, info)
+    assert not params.imh
+    evals = []
+    for _ in range(N_STEPS):
+        state, info = k.step(rng, state, dens, path, 1.0, params)
+        params = k.tune(params, state, info)
+        evals.append(info.n_evals)
+        assert not getattr(info, "primary", False)
+    assert set(evals) == {N * 5}
+    assert np.all(np.abs(_z_scores_gaussian(state.x, M, S)) < 5.0)
+    _assert_cache_consistent(state, dens, gradient=True)
+    # independence moves that are accepted continue
+    k = FinalIMH()
+    params = k.tune(k.init(state), state, None)
+    for _ in range(3):
+        state, info = k.step(rng, state, dens, path, 1.0, params)
+        params = k.tune(params, state, info)
+        assert info.primary and params.imh and info.acceptance_rate > 0.5
+    assert abs(make_kernel("hmc_final_imh").min_acceptance - 0.292) < 1e-3
+    assert k.describe()["kernel"] == "hmc_final_imh"
+    with pytest.raises(ValueError, match="min_acceptance"):
+        FinalIMH(min_acceptance=-0.1)
 
 
 # --------------------------------------------------------------------------- params

@@ -10,6 +10,7 @@ from pymc_crais.samplers.kernel_choice import (
     CONTINUOUS_DEFAULT,
     DISCRETE_DEFAULT,
     DISCRETE_DEFAULT_PER_LEVEL,
+    FINAL_STAGE_DEFAULT,
     FUNNEL_DEFAULT,
     kernel_after_start,
     resolve_kernel,
@@ -104,18 +105,32 @@ def test_after_a_funnel_start_smc_turns_to_independence_moves(continuous_layout)
         ({}, None, FUNNEL_START, True),  # the user named the kernel
         (AUTO_ATTRS, {"n_leapfrog": 3}, FUNNEL_START, True),  # options of the kernel chosen
         (AUTO_ATTRS, None, FUNNEL_START, False),  # AIS, CR-AIS, RTS: no resampling
-        (AUTO_ATTRS, None, {"init": "auto", "init_choice": "laplace", "laplace_n_nonconcave": 0}, True),
-        (AUTO_ATTRS, None, {"init": "prior"}, True),  # no Laplace fit
-        (AUTO_ATTRS, None, {"init": "laplace", "laplace_n_nonconcave": 2}, True),  # not measured
+        (AUTO_ATTRS, None, {"init": "prior"}, False),
     ],
 )
-def test_the_kernel_stays_unless_auto_smc_meets_a_funnel(
+def test_the_kernel_stays_unless_auto_smc(
     continuous_layout, kernel_attrs, kwargs, start, resamples
 ):
     assert kernel_after_start(kernel_attrs, kwargs, start, continuous_layout, resamples) == (
         None,
         {},
     )
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        {"init": "auto", "init_choice": "laplace", "laplace_n_nonconcave": 0},
+        {"init": "prior"},  # no Laplace fit
+        {"init": "laplace", "laplace_n_nonconcave": 2},  # the funnel rule is not measured there
+    ],
+)
+def test_auto_smc_off_funnels_moves_with_independence_proposals_at_the_target(
+    continuous_layout, start
+):
+    kernel, attrs = kernel_after_start(AUTO_ATTRS, None, start, continuous_layout, True)
+    assert kernel == FINAL_STAGE_DEFAULT == "hmc_final_imh"
+    assert attrs["kernel_requested"] == "auto" and "while they are accepted" in attrs["kernel_reason"]
 
 
 def test_discrete_models_keep_their_kernel_after_a_funnel_start(discrete_layout):
@@ -136,3 +151,27 @@ def test_default_smc_on_a_centred_funnel_records_independence_moves():
     assert "no interior mode" in smc["kernel_reason"]
     ais = pmc.sample_ais(**kw)["sample_stats"].attrs
     assert ais["kernel"] == "hmc"
+
+
+def test_default_smc_moves_the_target_with_independence_proposals_and_keeps_hmcs_log_z():
+    """pmc.sample_smc() with no options on a continuous model: 'hmc_final_imh'. Its log Z is
+    HMC's to the bit (the last stage's moves come after it), it spends fewer evaluations,
+    and its draws match the exact Gaussian posterior (mean within 0.15 posterior sd: about
+    5 standard errors at an effective sample size of 1000 of the 8000 draws; sd within 10 %)."""
+    rng = np.random.default_rng(5)
+    y = rng.normal([0.7, -1.2], 1.0, size=(20, 2))
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0, shape=2)
+        pm.Normal("y", mu, 1.0, observed=y)
+    kw = dict(model=model, chains=4, cores=1, random_seed=3, progressbar=False)
+    default, hmc = pmc.sample_smc(**kw), pmc.sample_smc(kernel="hmc", **kw)
+    attrs = default["sample_stats"].attrs
+    assert attrs["kernel"] == "hmc_final_imh" and attrs["kernel_requested"] == "auto"
+    assert pmc.log_marginal_likelihood(default) == pmc.log_marginal_likelihood(hmc)
+    evals = [int(np.asarray(r["sample_stats"]["n_logp_evals"]).sum()) for r in (default, hmc)]
+    assert evals[0] < evals[1], evals
+    draws = np.asarray(default["posterior"]["mu"]).reshape(-1, 2)
+    post_sd = np.sqrt(1.0 / 21.0)
+    post_mean = y.sum(axis=0) / 21.0
+    np.testing.assert_array_less(np.abs(draws.mean(axis=0) - post_mean), 0.15 * post_sd)
+    np.testing.assert_array_less(np.abs(draws.std(axis=0) / post_sd - 1.0), 0.1)
