@@ -163,6 +163,7 @@ def test_student_t_initial_distribution():
         (dict(init={"mean": [0.0, 1.0], "cov": np.eye(2)}), ValueError, "dimension"),
         (dict(init="laplace", init_kwargs={"family": "cauchy"}), ValueError, "family"),
         (dict(scale_shift="auto", alpha=1.0), ValueError, "scale_shift"),
+        (dict(final_mcmc_steps=0), ValueError, "final_mcmc_steps"),
     ],
 )
 def test_crais_bad_arguments(kwargs, exc, match):
@@ -233,3 +234,35 @@ def test_power_mean_tuning_sees_a_narrow_posterior():
     steps = np.diff(np.concatenate([[0.0], res.extra_vars["tune_tau"][1]]))
     assert 20 <= res.attrs["n_tune_steps"] <= 80 and not res.attrs["tune_hit_max_steps"]
     assert np.mean(steps >= 0.125 * (1 - 1e-9)) < 0.5
+
+
+@pytest.mark.parametrize(
+    "acceptance,n,expected",
+    [
+        ([0.9, 0.7, 0.6], 1, 1),  # accepts over half: unchanged
+        ([0.5, 0.5], 2, 2),
+        ([0.6, 0.3, 0.1], 1, 2),  # mean 1/3: ceil(0.5 / 0.333) = 2
+        ([0.2, 0.2, np.nan], 1, 3),  # NaN stages ignored
+        ([0.01, 0.0], 1, 4),  # capped at 4x
+        ([0.0, 0.0], 2, 8),
+        ([], 3, 3),
+    ],
+)
+def test_final_transitions_rule(acceptance, n, expected):
+    from pymc_crais.samplers.crais import final_transitions
+
+    assert final_transitions(acceptance, n) == expected
+
+
+def test_final_mcmc_steps_recorded_and_used_on_a_discrete_model():
+    """The final run makes final_mcmc_steps transitions per level (recorded) and stays exact;
+    IMH accepts over half of its proposals on this model, so "auto" keeps one."""
+    case = em.poisson_normal()
+    kw = dict(draws=300, n_steps=40, random_seed=21, model=case.model, **QUICK)
+    auto = pmc.sample_crais(return_inferencedata=False, **kw)
+    assert auto.attrs["final_mcmc_steps"] == 1
+    three = pmc.sample_crais(final_mcmc_steps=3, **kw)
+    assert three["sample_stats"].attrs["final_mcmc_steps"] == 3
+    steps = np.asarray(three["sample_stats"]["mcmc_steps"].values)[:, 1:]
+    assert np.all(steps == 3), steps
+    _check(three, case.log_z, 0.2)
