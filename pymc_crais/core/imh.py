@@ -45,6 +45,12 @@ class IMHParams:
     cross_fit: bool = False
     weights: np.ndarray | None = None
 
+    @classmethod
+    def cross_fitted(cls, dim: int) -> IMHParams:
+        """Parameters of a cross-fitted transition with equal weights (each half's Gaussian
+        is fitted in :meth:`IndependentMetropolis.step`; ``mean``/``chol`` are placeholders)."""
+        return cls(np.zeros(dim), np.eye(dim), cross_fit=True)
+
     def log_proposal(self, x: np.ndarray) -> np.ndarray:
         """Log-density of the proposal at the rows of ``x`` (normalizing constant omitted)."""
         from scipy.linalg import solve_triangular
@@ -195,7 +201,32 @@ class FallbackParams:
     params: object
 
 
-class IMHThenHMC(MutationKernel):
+class _IMHAndHMC(MutationKernel):
+    """Shared construction of the kernels that combine :class:`IndependentMetropolis` and
+    :class:`HMC`, switching to HMC when IMH's acceptance falls under ``min_acceptance``."""
+
+    default_min_acceptance: float
+    keep_gradients = False
+
+    def __init__(self, min_acceptance: float | None = None, scale: float = 1.0, **hmc_kwargs):
+        if min_acceptance is None:
+            min_acceptance = self.default_min_acceptance
+        if not (0.0 <= min_acceptance < 1.0):
+            raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance}")
+        self.min_acceptance = float(min_acceptance)
+        self.imh = IndependentMetropolis(scale=scale, keep_gradients=self.keep_gradients)
+        self.hmc = HMC(**hmc_kwargs)
+
+    def describe(self) -> dict:
+        return {
+            "kernel": self.name,
+            "min_acceptance": self.min_acceptance,
+            "scale": self.imh.scale,
+            **{f"hmc_{k}": v for k, v in self.hmc.describe().items() if k != "kernel"},
+        }
+
+
+class IMHThenHMC(_IMHAndHMC):
     """Independence Metropolis until it stops moving the particles, then HMC.
 
     Moves with :class:`IndependentMetropolis` until one of its transitions accepts, on
@@ -219,13 +250,7 @@ class IMHThenHMC(MutationKernel):
 
     name = "imh_then_hmc"
     needs_gradient = False  # IMH's first; HMC evaluates gradients when it takes over
-
-    def __init__(self, min_acceptance: float = 0.025, scale: float = 1.0, **hmc_kwargs):
-        if not (0.0 <= min_acceptance < 1.0):
-            raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance}")
-        self.min_acceptance = float(min_acceptance)
-        self.imh = IndependentMetropolis(scale=scale)
-        self.hmc = HMC(**hmc_kwargs)
+    default_min_acceptance = 0.5 / 20
 
     def init(self, state):
         return FallbackParams(True, self.imh.init(state))
@@ -258,14 +283,6 @@ class IMHThenHMC(MutationKernel):
         kernel = self.imh if params.primary else self.hmc
         return FallbackParams(params.primary, kernel.population_params(params.params))
 
-    def describe(self) -> dict:
-        return {
-            "kernel": self.name,
-            "min_acceptance": self.min_acceptance,
-            "scale": self.imh.scale,
-            **{f"hmc_{k}": v for k, v in self.hmc.describe().items() if k != "kernel"},
-        }
-
 
 @dataclass
 class FinalIMHParams:
@@ -276,7 +293,7 @@ class FinalIMHParams:
     imh: bool = True
 
 
-class FinalIMH(MutationKernel):
+class FinalIMH(_IMHAndHMC):
     """HMC, and at the target (``τ = 1``) independence Metropolis while it is accepted.
 
     Below ``τ = 1`` every transition is :class:`HMC`'s. At ``τ = 1`` (the last stage of an
@@ -311,15 +328,8 @@ class FinalIMH(MutationKernel):
 
     name = "hmc_final_imh"
     needs_gradient = True
-
-    def __init__(
-        self, min_acceptance: float = 1.0 - 0.1 ** (3.0 / 20), scale: float = 1.0, **hmc_kwargs
-    ):
-        if not (0.0 <= min_acceptance < 1.0):
-            raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance}")
-        self.min_acceptance = float(min_acceptance)
-        self.imh = IndependentMetropolis(scale=scale, keep_gradients=True)
-        self.hmc = HMC(**hmc_kwargs)
+    default_min_acceptance = 1.0 - 0.1 ** (3.0 / 20)
+    keep_gradients = True  # HMC takes over without evaluating the particles again
 
     def init(self, state):
         return FinalIMHParams(self.hmc.init(state))
@@ -337,19 +347,12 @@ class FinalIMH(MutationKernel):
             # is wider than the target, and the proposal's heavier tails let the particles
             # in the target's tails move (fitted with the weights, the acceptance was higher
             # but those particles stayed put: pima_sd5 took 5-7 transitions, not 2-5)
-            proposal = IMHParams(np.zeros(state.dim), np.eye(state.dim), cross_fit=True)
-            new, info = self.imh.step(rng, state, density, path, tau, proposal)
+            new, info = self.imh.step(
+                rng, state, density, path, tau, IMHParams.cross_fitted(state.dim)
+            )
             return new, FallbackInfo(info.acceptance_rate, info.n_evals, True)
         return self.hmc.step(rng, state, density, path, tau, params.hmc)
 
     def population_params(self, params: FinalIMHParams) -> FinalIMHParams:
         # a replay (fixed parameters per stage) moves with HMC throughout
         return FinalIMHParams(self.hmc.population_params(params.hmc), False)
-
-    def describe(self) -> dict:
-        return {
-            "kernel": self.name,
-            "min_acceptance": self.min_acceptance,
-            "scale": self.imh.scale,
-            **{f"hmc_{k}": v for k, v in self.hmc.describe().items() if k != "kernel"},
-        }

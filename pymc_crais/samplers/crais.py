@@ -54,7 +54,9 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
     mean = float(a.mean()) if a.size else 1.0
     if mean >= FINAL_ACCEPTANCE:
         return int(n_mcmc_steps)
-    factor = MAX_FINAL_FACTOR if mean <= 0 else min(MAX_FINAL_FACTOR, math.ceil(FINAL_ACCEPTANCE / mean))
+    factor = MAX_FINAL_FACTOR
+    if mean > 0:
+        factor = min(MAX_FINAL_FACTOR, math.ceil(FINAL_ACCEPTANCE / mean))
     return int(n_mcmc_steps) * int(factor)
 
 

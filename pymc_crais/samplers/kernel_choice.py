@@ -41,8 +41,8 @@ posterior draws) cross-fitted independence Metropolis until a transition accepts
 29 % of its proposals, HMC after that. ``log Z`` is HMC's to the bit (all 33 suite cases);
 on the Pima-sized regressions of the suite the sampling call takes 40–60 % of HMC's time
 (``pima_sd5`` 1.63 → 0.70 s, 80 k → 32 k evaluations), at d ≥ 31 up to 13 % more; the
-posterior draws agree with HMC's as closely as two HMC runs with different seeds do (``benchmarks/final_stage_imh.py``, docs/benchmarks.md,
-"SMC's last-stage moves").
+posterior draws agree with HMC's as closely as two HMC runs with different seeds do
+(``benchmarks/final_stage_imh.py``, docs/benchmarks.md, "SMC's last-stage moves").
 
 What was chosen, and why, goes into the output's attributes.
 """
@@ -151,7 +151,8 @@ def kernel_after_start(
     if not (kernel_attrs and resamples) or kernel_kwargs or layout.has_discrete:
         return None, {}
     n = int(start_attrs.get("laplace_n_nonconcave", 0) or 0)
-    if start_attrs.get("init") != "auto" or n <= 0:  # measured with the automatic start only
+    funnel = start_attrs.get("init") == "auto" and n > 0  # measured with the automatic start
+    if not funnel:
         reason = (
             f"all free variables are continuous: {FINAL_STAGE_DEFAULT!r}, HMC and, at the "
             "target (after log Z is complete), independence proposals while they are accepted"
