@@ -23,7 +23,7 @@ from ..core.density import BatchedDensity, Evaluation
 from .jax_data import DataCompiler
 from .memory import call_in_blocks
 from .reproducible import ReproducibleFunction, reproducible_compile
-from .rewrites import simplify_logp_graph, with_fast_softplus
+from .rewrites import checks_per_particle, simplify_logp_graph, with_fast_softplus
 
 __all__ = [
     "ModelDensity",
@@ -152,7 +152,9 @@ def uses_jax(compile_kwargs: dict | None) -> bool:
 
 
 def joined_scalar_graph(model, outputs, layout: ParameterLayout):
-    """``outputs`` as functions of one raveled float vector ``θ`` (discrete inputs rounded)."""
+    """``outputs`` as functions of one raveled float vector ``θ`` (discrete inputs rounded),
+    parameter checks already ``-inf`` switches of this one ``θ`` (:func:`checks_per_particle`:
+    batched, a check would otherwise hold for all particles or for none)."""
     from pymc.pytensorf import join_nonshared_inputs
 
     ip = model_initial_point(model)
@@ -169,7 +171,7 @@ def joined_scalar_graph(model, outputs, layout: ParameterLayout):
         outputs = clone_replace(outputs, replace, rebuild_strict=False)
     point = {k: np.asarray(val, dtype="float64") for k, val in ip.items()}
     outs, theta = join_nonshared_inputs(point=point, outputs=outputs, inputs=inputs)
-    return outs, theta
+    return checks_per_particle(outs, bool(getattr(model, "check_bounds", True))), theta
 
 
 @dataclass

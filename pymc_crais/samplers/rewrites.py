@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
-from pytensor.graph.fg import Output
+from pytensor.graph.fg import FunctionGraph, Output
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.graph.rewriting.utils import rewrite_graph
 from pytensor.scalar import basic as ps
@@ -59,6 +59,7 @@ from pytensor.tensor.elemwise import CAReduce, Elemwise
 from pytensor.tensor.math import sigmoid
 
 __all__ = [
+    "checks_per_particle",
     "local_sigmoid_range_check",
     "local_softplus_to_log_exp",
     "local_switch_neg_softplus",
@@ -160,6 +161,49 @@ def local_sigmoid_range_check(fgraph, node):
 
 
 _REWRITER = in2out(local_sigmoid_range_check, local_switch_neg_softplus, name="pymc_crais_logp")
+
+
+def checks_per_particle(outputs: list, check_bounds: bool = True) -> list:
+    """PyMC's parameter checks as ``switch(all(conditions), value, -inf)`` in the graph of
+    one particle, before the graph is batched.
+
+    A log-density term with parameter conditions (``σ > 0``, ``0 ≤ p ≤ 1``) is a
+    ``CheckParameterValue`` node, which PyMC's compilation turns into
+    ``switch(all(conditions), value, -inf)``. Batched as it is, its conditions are
+    reduced over the whole batch (PyTensor vectorizes a check as one assertion over
+    all rows): one particle whose scale underflowed to 0 gave every particle of the
+    call ``-inf``, and each HMC transition with such a particle rejected all moves.
+    Rewritten here, on the graph of one particle, the reduction covers that
+    particle's conditions only, and :func:`~pytensor.graph.replace.vectorize_graph`
+    batches the switch row by row. With ``check_bounds=False`` (``pm.Model(
+    check_bounds=False)``) the checks are removed, as PyMC's compilation does. Checks
+    that PyMC does not let become ``-inf`` are left as they are.
+
+    Parameters
+    ----------
+    outputs : list of pytensor.tensor.TensorVariable
+        Log-density graphs of one particle (their inputs are kept).
+    check_bounds : bool, default True
+        The model's ``check_bounds``.
+
+    Returns
+    -------
+    list of pytensor.tensor.TensorVariable
+    """
+    from pymc.logprob.utils import (
+        CheckParameterValue,
+        local_check_parameter_to_ninf_switch,
+        local_remove_check_parameter,
+    )
+    from pytensor.graph.traversal import applys_between
+
+    outputs = list(outputs)
+    if not any(isinstance(n.op, CheckParameterValue) for n in applys_between([], outputs)):
+        return outputs
+    fgraph = FunctionGraph(outputs=outputs, clone=True, copy_inputs=False)
+    rewrite = local_check_parameter_to_ninf_switch if check_bounds else local_remove_check_parameter
+    in2out(rewrite, name="pymc_crais_checks").rewrite(fgraph)
+    return list(fgraph.outputs)
 
 
 def simplify_logp_graph(outputs: list) -> list:

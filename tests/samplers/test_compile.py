@@ -135,6 +135,33 @@ def test_non_finite_log_density_is_minus_inf():
     assert np.all(np.isfinite(ev.grad_delta))
 
 
+@pytest.mark.parametrize("check_bounds", [True, False])
+def test_parameter_check_fails_only_its_own_particle(check_bounds):
+    """One particle whose scale underflows to 0 (log σ = −800) fails the parameter check
+    σ > 0 of its own rows only; batched, PyTensor's check reduced over all particles and
+    gave the whole call ``-inf``. With ``check_bounds=False`` PyMC removes the check."""
+    y = np.array([0.4, -0.3])
+    with pm.Model(check_bounds=check_bounds) as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        sd = pm.HalfNormal("sd", 2.0)
+        theta = pm.Normal("theta", mu, sd, shape=2)
+        pm.Normal("y", theta, 1.0, observed=y)
+    dens = compile_model_density(model)
+    good = np.array([[0.1, 0.2, 0.3, -0.4], [-0.5, -1.0, 0.2, 0.1]])
+    x = np.vstack([good[:1], [[0.0, -800.0, 0.0, 0.0]], good[1:]])
+    alone = dens.evaluate(good, gradient=True)
+    for gradient in (False, True):
+        ev = dens.evaluate(x, gradient=gradient)
+        np.testing.assert_array_equal(ev.log_q0[[0, 2]], alone.log_q0)
+        np.testing.assert_array_equal(ev.delta[[0, 2]], alone.delta)
+        if gradient:
+            np.testing.assert_array_equal(ev.grad_log_q0[[0, 2]], alone.grad_log_q0)
+    ref = _reference(model, good, dens.layout)
+    np.testing.assert_allclose(alone.log_q0, ref["lp"], rtol=1e-12)
+    if check_bounds:
+        assert ev.log_q0[1] == -np.inf and ev.delta[1] == -np.inf
+
+
 def test_model_without_free_variables_is_refused():
     with pm.Model() as model:
         pm.Normal("y", 0.0, 1.0, observed=[0.1])
