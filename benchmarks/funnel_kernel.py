@@ -1,26 +1,27 @@
 """Funnels: HMC against independence Metropolis as SMC's moves, and pm.sample_smc, over seeds.
 
     python benchmarks/funnel_kernel.py [--cases hier_centered,eight_schools_centered,bimodal_square]
-        [--seeds 11-20] [--methods hmc,imh,default,pm] [--rerun] [--no-run]
+        [--seeds 11-20] [--methods hmc,imh,imh_then_hmc,default,pm] [--rerun] [--no-run]
     python benchmarks/funnel_kernel.py --groups 30,60 --seeds 1,2
 
 The suite's cases whose Laplace fit finds no interior mode (a Hessian with non-concave
 directions: the centred funnels and the bimodal square), where ``kernel="auto"`` in
-``pmc.sample_smc`` takes ``"imh"`` (pymc_crais/samplers/kernel_choice.py). For every seed,
-``benchmarks/validate.py`` runs ``pmc.sample_smc`` with ``kernel="hmc"`` and with
-``kernel="imh"`` (otherwise defaults: 4 chains, 2000 particles, ``cores=1``) and
-``pm.sample_smc`` with its defaults, each in its own process; records go to
-``benchmarks/out/funnel_kernel_{hmc,imh,pm}.json`` and the summary table is printed
-(Markdown). Accuracy per (case, method) over the seeds: RMS error against the exact
-``log Z``, the largest error, how many runs missed 0.1 nat / 3 MCSE and how many warned
+``pmc.sample_smc`` took ``"imh_then_hmc"`` until the batched parameter checks were fixed
+and takes ``"hmc_final_imh"`` since (pymc_crais/samplers/kernel_choice.py). For every seed,
+``benchmarks/validate.py`` runs ``pmc.sample_smc`` with ``kernel="hmc"``, ``"imh"``,
+``"imh_then_hmc"`` and the default (otherwise defaults: 4 chains, 2000 particles,
+``cores=1``) and ``pm.sample_smc`` with its defaults, each in its own process; records go to
+``benchmarks/out/funnel_kernel_{hmc,imh,imh_then_hmc,default,pm}.json`` and the summary table
+is printed (Markdown). Accuracy per (case, method) over the seeds: RMS error against the
+exact ``log Z``, the largest error, how many runs missed 0.1 nat / 3 MCSE and how many warned
 (``UnreliableEvidenceWarning``), the mean MCSE and model evaluations, and the cost of a
 given accuracy, RMS² × evaluations, relative to HMC's.
 
 ``--groups J,...``: the suite's synthetic centred funnel (``hier_synthetic``, 3 observations
 per group, data seed J) with J groups instead of 8, outside the suite, its exact ``log Z`` by
-quadrature over τ; ``pmc.sample_smc`` with ``kernel="hmc"``, ``"imh"`` and the default
-``"auto"`` (which takes ``"imh_then_hmc"`` there) in this process
-(4 chains, ``cores=1``): error, MCSE, evaluations and whether it warned, per seed.
+quadrature over τ; ``pmc.sample_smc`` with ``kernel="hmc"``, ``"imh"``, ``"imh_then_hmc"``
+and the default ``"auto"`` in this process (4 chains, ``cores=1``): error, MCSE, evaluations
+and whether it warned, per seed.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ OUT = REPO / "benchmarks" / "out"
 METHODS = {  # label -> (validate.py sampler, --kwargs)
     "smc, kernel='hmc'": ("smc", {"kernel": "hmc"}),
     "smc, kernel='imh'": ("smc", {"kernel": "imh"}),
-    "smc, default ('imh_then_hmc')": ("smc", None),
+    "smc, kernel='imh_then_hmc'": ("smc", {"kernel": "imh_then_hmc"}),
+    "smc, default ('hmc_final_imh')": ("smc", None),
     "pm.sample_smc": ("pm_smc", None),
 }
 FILES = {"smc, kernel='hmc'": "funnel_kernel_hmc.json", "smc, kernel='imh'": "funnel_kernel_imh.json",
-         "smc, default ('imh_then_hmc')": "funnel_kernel_default.json",
+         "smc, kernel='imh_then_hmc'": "funnel_kernel_imh_then_hmc.json",
+         "smc, default ('hmc_final_imh')": "funnel_kernel_default.json",
          "pm.sample_smc": "funnel_kernel_pm.json"}  # fmt: skip
 
 
@@ -107,7 +110,7 @@ def wide_funnels(groups: list[int], seeds: list[int]) -> str:
             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for j in groups:
         model, log_z, _, _ = hier_synthetic(True, J=j, seed=j)
-        for kernel in ("hmc", "imh", "auto"):
+        for kernel in ("hmc", "imh", "imh_then_hmc", "auto"):
             for seed in seeds:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")

@@ -165,6 +165,21 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                 "copies (label switching), break the symmetry in the model.",
             )
         )
+    n_flat = int(attrs.get("laplace_n_nonconcave", 0) or 0)
+    if attrs.get("method") == "rts" and attrs.get("init") == "auto" and n_flat > 0:
+        out.append(
+            Problem(
+                "funnel",
+                None,
+                f"the start's Laplace fit found no interior mode ({n_flat} non-concave "
+                "direction(s): a funnel, a ridge or a boundary). RTS moves its particles "
+                "between fixed temperature levels with kernels tuned per level, which do not "
+                "reach a funnel's neck: on a centred hierarchical model its log Z came out "
+                "0.27-0.39 nat low with an MCSE of 0.02-0.04, all chains agreeing.",
+                "Use pmc.sample_smc(), which resamples into the neck, or reparameterize the "
+                "model (non-centred).",
+            )
+        )
     hit = which(lambda r: bool(r.get("hit_max_steps", False)))
     if hit and attrs.get("method") == "rts":  # RTS's cap is on its initial rounds
         out.append(

@@ -219,6 +219,18 @@ def test_modes_found_by_the_automatic_start_are_flagged():
     assert _check(chains, {"init": "prior", "init_n_modes": 3}).ok
 
 
+def test_rts_after_a_start_without_interior_mode_is_flagged():
+    """RTS is flagged where init='auto' found no interior mode (it was silently 0.3 nat low on
+    the centred funnel); SMC and CR-AIS, whose own checks see their failures, are not."""
+    chains = [_chain(seed=s) for s in range(2)]
+    funnel = {"init": "auto", "init_choice": "prior", "laplace_n_nonconcave": 2}
+    d = _check(chains, {**funnel, "method": "rts"})
+    assert d.flags == ["funnel"] and "sample_smc" in str(d)
+    assert _check(chains, {**funnel, "method": "smc"}).ok
+    assert _check(chains, {**funnel, "method": "rts", "laplace_n_nonconcave": 0}).ok
+    assert _check(chains, {"init": "prior", "method": "rts"}).ok
+
+
 def test_laplace_fit_counts_non_concave_directions():
     def log_target(x):  # concave in x0, flat in x1: no interior mode along x1
         return -0.5 * x[:, 0] ** 2

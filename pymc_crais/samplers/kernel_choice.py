@@ -14,35 +14,29 @@ no options works on every model:
   to the whole population, and missed the exact ``log Z`` of both discrete test models by
   6 and 50 MCSE (benchmarks/bench_discrete_kernel.py, docs/validation.md).
 
-SMC (``sample_smc``, which resamples its particles to each stage's target) makes one more
-choice once the automatic start (``init="auto"``) has looked at the posterior: where the
-Laplace fit found **no interior mode** (a Hessian with non-concave directions: a funnel, as
-in a centred hierarchical model, or a ridge) it moves the particles with independence
-Metropolis, and with HMC from the first transition that accepts under 2.5 % of its
-proposals (``"imh_then_hmc"``, :class:`~pymc_crais.core.kernels.IMHThenHMC`). HMC's step
-size and metric, fitted to the whole population, do not suit a funnel's neck and its mouth
-at once; an independence proposal fitted to the resampled population jumps between them,
-as long as it is close enough to the target to be accepted. Measured on the three suite
-cases with this property (``hier_centered``, ``eight_schools_centered``, ``bimodal_square``;
-seeds 11–20, ``benchmarks/funnel_kernel.py``, where no transition falls under the bound and
-the runs are IMH's bit for bit): RMS error 0.064 against HMC's 0.107 on the centred funnel
-(``pm.sample_smc``: 0.091), 0.020 against 0.016 and 0.009 against 0.020 on the other two,
-with 2.7–5.5× fewer model evaluations; the bimodal square's right runs are no longer
-flagged. On centred funnels with 30 and 60 groups outside the suite IMH alone accepted
-under 1 % and was off by up to 1.7 nat; there the fallback gives errors near HMC's (RMS
-0.75 against 0.63, IMH alone 1.25), every run of each kernel flagged (docs/validation.md,
-"Funnels: independence moves in SMC").
-AIS and CR-AIS keep HMC: without resampling, independence moves did not help them there.
+SMC (``sample_smc``, which resamples its particles to each stage's target) takes, on every
+continuous model, ``"hmc_final_imh"`` (:class:`~pymc_crais.core.kernels.FinalIMH`): HMC
+below ``τ = 1``, and at ``τ = 1`` (the last stage, whose moves come after SMC's ``log Z`` is
+complete and change only the posterior draws) cross-fitted independence Metropolis until a
+transition accepts under 29 % of its proposals, HMC after that. ``log Z`` is HMC's to the
+bit (all 33 suite cases); on the Pima-sized regressions of the suite the sampling call
+takes 40–60 % of HMC's time (``pima_sd5`` 1.63 → 0.70 s, 80 k → 32 k evaluations), at
+d ≥ 31 up to 13 % more; the posterior draws agree with HMC's as closely as two HMC runs
+with different seeds do (``benchmarks/final_stage_imh.py``, docs/benchmarks.md, "SMC's
+last-stage moves").
 
-On every other continuous model SMC's ``"auto"`` is ``"hmc_final_imh"``
-(:class:`~pymc_crais.core.kernels.FinalIMH`): HMC below ``τ = 1``, and at ``τ = 1`` (the
-last stage, whose moves come after SMC's ``log Z`` is complete and change only the
-posterior draws) cross-fitted independence Metropolis until a transition accepts under
-29 % of its proposals, HMC after that. ``log Z`` is HMC's to the bit (all 33 suite cases);
-on the Pima-sized regressions of the suite the sampling call takes 40–60 % of HMC's time
-(``pima_sd5`` 1.63 → 0.70 s, 80 k → 32 k evaluations), at d ≥ 31 up to 13 % more; the
-posterior draws agree with HMC's as closely as two HMC runs with different seeds do
-(``benchmarks/final_stage_imh.py``, docs/benchmarks.md, "SMC's last-stage moves").
+That includes funnels (a centred hierarchical model, where the Laplace fit of
+``init="auto"`` finds no interior mode). Until the batched log-density checked each
+parameter condition of a call over all particles at once (one particle whose scale
+underflowed to 0 gave every particle ``-inf``, and HMC rejected every move of such a
+transition: :func:`~pymc_crais.samplers.rewrites.checks_per_particle`), SMC took
+independence moves there (``"imh_then_hmc"``, still available by name). With that fixed,
+HMC is the more accurate of the two on the suite's three such cases (seeds 11–20,
+``benchmarks/funnel_kernel.py``): on the centred funnel RMS error 0.040 and no run beyond
+0.1 nat or warned, against 0.064, 2 runs beyond 0.1 nat and 6 warned for independence
+moves (``pm.sample_smc``: 0.091, 3 runs beyond 0.1 nat), at 4.5× the model evaluations;
+on centred funnels with 30 and 60 groups outside the suite errors of 0.04–0.09 nat
+(docs/validation.md, "Funnels: independence moves in SMC").
 
 What was chosen, and why, goes into the output's attributes.
 """
@@ -57,8 +51,7 @@ __all__ = [
     "DISCRETE_DEFAULT",
     "DISCRETE_DEFAULT_PER_LEVEL",
     "FINAL_STAGE_DEFAULT",
-    "FUNNEL_DEFAULT",
-    "kernel_after_start",
+    "resampling_kernel",
     "resolve_kernel",
 ]
 
@@ -66,7 +59,6 @@ AUTO = "auto"
 CONTINUOUS_DEFAULT = "hmc"
 DISCRETE_DEFAULT = "imh"
 DISCRETE_DEFAULT_PER_LEVEL = "rwmh"
-FUNNEL_DEFAULT = "imh_then_hmc"
 FINAL_STAGE_DEFAULT = "hmc_final_imh"
 
 
@@ -120,11 +112,10 @@ def resolve_kernel(
     return name, {"kernel_requested": AUTO, "kernel_reason": reason}
 
 
-def kernel_after_start(
-    kernel_attrs: dict, kernel_kwargs: dict | None, start_attrs: dict, layout: ParameterLayout,
-    resamples: bool,
+def resampling_kernel(
+    kernel_attrs: dict, kernel_kwargs: dict | None, layout: ParameterLayout, resamples: bool
 ):
-    """The kernel ``"auto"`` turns to once the start has looked at the posterior, if any.
+    """The kernel ``"auto"`` turns to in a sampler that resamples (SMC), if any.
 
     Parameters
     ----------
@@ -133,9 +124,6 @@ def kernel_after_start(
         resolved).
     kernel_kwargs : dict or None
         The user's kernel options (with options the kernel ``"auto"`` chose stays).
-    start_attrs : dict
-        The start's attributes (``init`` and ``laplace_n_nonconcave``, from the Laplace fit
-        of ``init="auto"``; other starts keep the kernel).
     layout : ParameterLayout
     resamples : bool
         The sampler resamples its particles to every stage's target (SMC).
@@ -150,17 +138,8 @@ def kernel_after_start(
     """
     if not (kernel_attrs and resamples) or kernel_kwargs or layout.has_discrete:
         return None, {}
-    n = int(start_attrs.get("laplace_n_nonconcave", 0) or 0)
-    funnel = start_attrs.get("init") == "auto" and n > 0  # measured with the automatic start
-    if not funnel:
-        reason = (
-            f"all free variables are continuous: {FINAL_STAGE_DEFAULT!r}, HMC and, at the "
-            "target (after log Z is complete), independence proposals while they are accepted"
-        )
-        return FINAL_STAGE_DEFAULT, {"kernel_requested": AUTO, "kernel_reason": reason}
     reason = (
-        f"the Laplace fit found no interior mode ({n} non-concave direction(s) of the Hessian: "
-        f"a funnel or a ridge): {FUNNEL_DEFAULT!r}, an independence proposal fitted to the "
-        "resampled population at every stage"
+        f"all free variables are continuous: {FINAL_STAGE_DEFAULT!r}, HMC and, at the "
+        "target (after log Z is complete), independence proposals while they are accepted"
     )
-    return FUNNEL_DEFAULT, {"kernel_requested": AUTO, "kernel_reason": reason}
+    return FINAL_STAGE_DEFAULT, {"kernel_requested": AUTO, "kernel_reason": reason}

@@ -18,7 +18,7 @@ from ..chain_result import ChainResult, SamplerResult, per_chain_arrays
 from ..core.kernels import MutationKernel, make_kernel
 from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs, uses_jax
 from .init_option import build_initial
-from .kernel_choice import kernel_after_start, resolve_kernel
+from .kernel_choice import resampling_kernel, resolve_kernel
 from .mapping import posterior_mapper
 from .model_info import check_model_for_evidence, model_data_for_results
 from .memory import block_rows, check_memory_budget
@@ -143,10 +143,8 @@ def prepare(options: RunOptions) -> RunSetup:
     # pilots and tuning runs that follow see the same stream whatever it spent
     init_rng = aux_rng.spawn(1)[0] if isinstance(init, str) and init == "auto" else None
     initial = build_initial(init, o.init_kwargs, model, model_density, prior, init_rng)
-    after, after_attrs = kernel_after_start(
-        kernel_attrs, o.kernel_kwargs, initial.attrs, layout, o.resamples
-    )
-    if after is not None:  # a funnel: independence moves for SMC (kernel_choice.py)
+    after, after_attrs = resampling_kernel(kernel_attrs, o.kernel_kwargs, layout, o.resamples)
+    if after is not None:  # SMC: independence moves at the target (kernel_choice.py)
         o, mutation, kernel_attrs = replace(o, kernel=after), make_kernel(after), after_attrs
     attrs = {
         "draws": draws,

@@ -58,10 +58,9 @@ def sample_smc(
         Mutation kernel (``"auto"``: ``"hmc_final_imh"`` on continuous models, HMC and, at
         ``τ = 1``, after ``log Z`` is complete, independence moves while they accept at least
         29 % of their proposals; ``"imh"`` on models with discrete variables, as in
-        :func:`sample_ais`; and ``"imh_then_hmc"`` where ``init="auto"``'s Laplace fit found
-        no interior mode, e.g. a centred hierarchical model's funnel: independence moves,
-        HMC from the first transition that accepts under 2.5 % of its proposals; the choice
-        and its reason are in the output's ``kernel_reason``;
+        :func:`sample_ais`; the choice and its reason are in the output's
+        ``kernel_reason``; ``"imh_then_hmc"``: independence moves, HMC from the first
+        transition that accepts under 2.5 % of its proposals;
         ``"imh"`` is independence Metropolis with Gaussians fitted to the population, as in
         PyMC, cross-fitted between its halves; ``"mh"`` is ``"rwmh"``).
     start : None

@@ -11,8 +11,7 @@ from pymc_crais.samplers.kernel_choice import (
     DISCRETE_DEFAULT,
     DISCRETE_DEFAULT_PER_LEVEL,
     FINAL_STAGE_DEFAULT,
-    FUNNEL_DEFAULT,
-    kernel_after_start,
+    resampling_kernel,
     resolve_kernel,
 )
 
@@ -89,66 +88,44 @@ def test_default_smc_on_the_switchpoint_model_is_right_and_records_the_kernel():
     assert years.dtype.kind == "i" and 1880 <= np.median(years) <= 1895
 
 
-FUNNEL_START = {"init": "auto", "init_choice": "prior", "laplace_n_nonconcave": 2}
 AUTO_ATTRS = {"kernel_requested": "auto", "kernel_reason": "all free variables are continuous"}
 
 
-def test_after_a_funnel_start_smc_turns_to_independence_moves(continuous_layout):
-    kernel, attrs = kernel_after_start(AUTO_ATTRS, None, FUNNEL_START, continuous_layout, True)
-    assert kernel == FUNNEL_DEFAULT == "imh_then_hmc"
-    assert attrs["kernel_requested"] == "auto" and "no interior mode" in attrs["kernel_reason"]
-
-
 @pytest.mark.parametrize(
-    "kernel_attrs, kwargs, start, resamples",
+    "kernel_attrs, kwargs, resamples",
     [
-        ({}, None, FUNNEL_START, True),  # the user named the kernel
-        (AUTO_ATTRS, {"n_leapfrog": 3}, FUNNEL_START, True),  # options of the kernel chosen
-        (AUTO_ATTRS, None, FUNNEL_START, False),  # AIS, CR-AIS, RTS: no resampling
-        (AUTO_ATTRS, None, {"init": "prior"}, False),
+        ({}, None, True),  # the user named the kernel
+        (AUTO_ATTRS, {"n_leapfrog": 3}, True),  # options of the kernel chosen
+        (AUTO_ATTRS, None, False),  # AIS, CR-AIS, RTS: no resampling
     ],
 )
-def test_the_kernel_stays_unless_auto_smc(
-    continuous_layout, kernel_attrs, kwargs, start, resamples
-):
-    assert kernel_after_start(kernel_attrs, kwargs, start, continuous_layout, resamples) == (
-        None,
-        {},
-    )
+def test_the_kernel_stays_unless_auto_smc(continuous_layout, kernel_attrs, kwargs, resamples):
+    assert resampling_kernel(kernel_attrs, kwargs, continuous_layout, resamples) == (None, {})
 
 
-@pytest.mark.parametrize(
-    "start",
-    [
-        {"init": "auto", "init_choice": "laplace", "laplace_n_nonconcave": 0},
-        {"init": "prior"},  # no Laplace fit
-        {"init": "laplace", "laplace_n_nonconcave": 2},  # the funnel rule is not measured there
-    ],
-)
-def test_auto_smc_off_funnels_moves_with_independence_proposals_at_the_target(
-    continuous_layout, start
-):
-    kernel, attrs = kernel_after_start(AUTO_ATTRS, None, start, continuous_layout, True)
+def test_auto_smc_moves_with_independence_proposals_at_the_target(continuous_layout):
+    kernel, attrs = resampling_kernel(AUTO_ATTRS, None, continuous_layout, True)
     assert kernel == FINAL_STAGE_DEFAULT == "hmc_final_imh"
     assert attrs["kernel_requested"] == "auto" and "while they are accepted" in attrs["kernel_reason"]
 
 
-def test_discrete_models_keep_their_kernel_after_a_funnel_start(discrete_layout):
+def test_discrete_models_keep_their_kernel_in_smc(discrete_layout):
     attrs = {"kernel_requested": "auto", "kernel_reason": "discrete"}
-    assert kernel_after_start(attrs, None, FUNNEL_START, discrete_layout, True) == (None, {})
+    assert resampling_kernel(attrs, None, discrete_layout, True) == (None, {})
 
 
-def test_default_smc_on_a_centred_funnel_records_independence_moves():
-    """pmc.sample_smc() with no options on a centred hierarchical model (no interior mode)
-    moves with 'imh_then_hmc' (independence moves, HMC if they stop moving) and says why;
+def test_default_smc_on_a_centred_funnel_moves_with_hmc():
+    """pmc.sample_smc() with no options on a centred hierarchical model (no interior mode,
+    the automatic start takes the prior) moves with 'hmc_final_imh' like on every continuous
+    model (HMC crosses the funnel since the parameter checks are per particle);
     sample_ais() with no options keeps HMC."""
     from pymc_crais.validation import get_case
 
     model = get_case("eight_schools_centered").build_model()
     kw = dict(model=model, draws=200, chains=1, cores=1, random_seed=2, progressbar=False)
     smc = pmc.sample_smc(**kw)["sample_stats"].attrs
-    assert smc["kernel"] == "imh_then_hmc" and smc["init_choice"] == "prior"
-    assert "no interior mode" in smc["kernel_reason"]
+    assert smc["kernel"] == "hmc_final_imh" and smc["init_choice"] == "prior"
+    assert smc["laplace_n_nonconcave"] > 0
     ais = pmc.sample_ais(**kw)["sample_stats"].attrs
     assert ais["kernel"] == "hmc"
 
