@@ -26,10 +26,10 @@ with different seeds do (``benchmarks/final_stage_imh.py``, docs/benchmarks.md, 
 last-stage moves").
 
 That includes funnels (a centred hierarchical model, where the Laplace fit of
-``init="auto"`` finds no interior mode). Until the batched log-density checked each
-parameter condition of a call over all particles at once (one particle whose scale
+``init="auto"`` finds no interior mode). While the batched log-density still checked each
+parameter condition over all particles of a call at once (one particle whose scale
 underflowed to 0 gave every particle ``-inf``, and HMC rejected every move of such a
-transition: :func:`~pymc_crais.samplers.rewrites.checks_per_particle`), SMC took
+transition; fixed by :func:`~pymc_crais.samplers.rewrites.checks_per_particle`), SMC took
 independence moves there (``"imh_then_hmc"``, still available by name). With that fixed,
 HMC is the more accurate of the two on the suite's three such cases (seeds 11–20,
 ``benchmarks/funnel_kernel.py``): on the centred funnel RMS error 0.040 and no run beyond
