@@ -51,7 +51,6 @@ __all__ = [
     "DISCRETE_DEFAULT",
     "DISCRETE_DEFAULT_PER_LEVEL",
     "FINAL_STAGE_DEFAULT",
-    "resampling_kernel",
     "resolve_kernel",
 ]
 
@@ -63,7 +62,11 @@ FINAL_STAGE_DEFAULT = "hmc_final_imh"
 
 
 def resolve_kernel(
-    kernel, kernel_kwargs: dict | None, layout: ParameterLayout, per_level: bool = False
+    kernel,
+    kernel_kwargs: dict | None,
+    layout: ParameterLayout,
+    per_level: bool = False,
+    resamples: bool = False,
 ):
     """The kernel to build for ``kernel`` on a model with ``layout``, and the attributes that
     record the choice.
@@ -78,6 +81,9 @@ def resolve_kernel(
         The model's free variables (which of them are discrete).
     per_level : bool, default False
         The kernel moves particles at all levels of a ladder at once (RTS).
+    resamples : bool, default False
+        The sampler resamples its particles to every stage's target (SMC): on continuous
+        models without kernel options ``"auto"`` is then :data:`FINAL_STAGE_DEFAULT`.
 
     Returns
     -------
@@ -95,6 +101,12 @@ def resolve_kernel(
             if per_level
             else f"{name!r} (gradient-free, as pm.sample_smc's default)"
         )
+    elif resamples and not kernel_kwargs:  # with options, the kernel they were written for
+        name = FINAL_STAGE_DEFAULT
+        reason = (
+            f"all free variables are continuous: {name!r}, HMC and, at the target (after "
+            "log Z is complete), independence proposals while they are accepted"
+        )
     else:
         name = CONTINUOUS_DEFAULT
         reason = f"all free variables are continuous: {name!r}"
@@ -111,35 +123,3 @@ def resolve_kernel(
             ) from None
     return name, {"kernel_requested": AUTO, "kernel_reason": reason}
 
-
-def resampling_kernel(
-    kernel_attrs: dict, kernel_kwargs: dict | None, layout: ParameterLayout, resamples: bool
-):
-    """The kernel ``"auto"`` turns to in a sampler that resamples (SMC), if any.
-
-    Parameters
-    ----------
-    kernel_attrs : dict
-        What :func:`resolve_kernel` returned with the kernel (empty unless ``"auto"`` was
-        resolved).
-    kernel_kwargs : dict or None
-        The user's kernel options (with options the kernel ``"auto"`` chose stays).
-    layout : ParameterLayout
-    resamples : bool
-        The sampler resamples its particles to every stage's target (SMC).
-
-    Returns
-    -------
-    kernel : str or None
-        ``None``: keep the kernel already chosen (samplers that do not resample, user
-        options, discrete models).
-    attrs : dict
-        The attributes recording the new choice (empty with ``None``).
-    """
-    if not (kernel_attrs and resamples) or kernel_kwargs or layout.has_discrete:
-        return None, {}
-    reason = (
-        f"all free variables are continuous: {FINAL_STAGE_DEFAULT!r}, HMC and, at the "
-        "target (after log Z is complete), independence proposals while they are accepted"
-    )
-    return FINAL_STAGE_DEFAULT, {"kernel_requested": AUTO, "kernel_reason": reason}

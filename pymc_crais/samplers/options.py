@@ -39,8 +39,8 @@ class RunOptions:
     ``>= 0``); a sampler with its own rule (``"auto"``) passes 0 here and handles it.
     ``per_level_kernel``: the kernel moves particles at every level of a ladder at once (RTS),
     which ``kernel="auto"`` takes into account on discrete models; ``resamples``: the sampler
-    resamples its particles to every stage's target (SMC), which ``kernel="auto"`` takes into
-    account where the posterior has no interior mode.
+    resamples its particles to every stage's target (SMC), where ``kernel="auto"`` on a
+    continuous model is ``"hmc_final_imh"`` (independence moves at ``τ = 1``).
     """
 
     model: object = None

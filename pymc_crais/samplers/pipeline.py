@@ -18,7 +18,7 @@ from ..chain_result import ChainResult, SamplerResult, per_chain_arrays
 from ..core.kernels import MutationKernel, make_kernel
 from .compile import compile_model_density, parameter_layout, resolve_compile_kwargs, uses_jax
 from .init_option import build_initial
-from .kernel_choice import resampling_kernel, resolve_kernel
+from .kernel_choice import resolve_kernel
 from .mapping import posterior_mapper
 from .model_info import check_model_for_evidence, model_data_for_results
 from .memory import block_rows, check_memory_budget
@@ -103,7 +103,9 @@ def prepare(options: RunOptions) -> RunSetup:
     cores = min(cores, chains)
     check_int(o.n_mcmc_steps, "n_mcmc_steps", 0, "e.g. n_mcmc_steps=1")
     layout = parameter_layout(model)
-    kernel, kernel_attrs = resolve_kernel(o.kernel, o.kernel_kwargs, layout, o.per_level_kernel)
+    kernel, kernel_attrs = resolve_kernel(
+        o.kernel, o.kernel_kwargs, layout, o.per_level_kernel, o.resamples
+    )
     o = replace(o, kernel=kernel)  # "auto" resolved: fresh_kernel builds the same kernel
     mutation = make_kernel(kernel, **dict(o.kernel_kwargs or {}))
     if o.idata_kwargs is not None:
@@ -143,9 +145,6 @@ def prepare(options: RunOptions) -> RunSetup:
     # pilots and tuning runs that follow see the same stream whatever it spent
     init_rng = aux_rng.spawn(1)[0] if isinstance(init, str) and init == "auto" else None
     initial = build_initial(init, o.init_kwargs, model, model_density, prior, init_rng)
-    after, after_attrs = resampling_kernel(kernel_attrs, o.kernel_kwargs, layout, o.resamples)
-    if after is not None:  # SMC: independence moves at the target (kernel_choice.py)
-        o, mutation, kernel_attrs = replace(o, kernel=after), make_kernel(after), after_attrs
     attrs = {
         "draws": draws,
         "n_mcmc_steps": int(o.n_mcmc_steps),

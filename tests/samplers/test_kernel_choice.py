@@ -11,7 +11,6 @@ from pymc_crais.samplers.kernel_choice import (
     DISCRETE_DEFAULT,
     DISCRETE_DEFAULT_PER_LEVEL,
     FINAL_STAGE_DEFAULT,
-    resampling_kernel,
     resolve_kernel,
 )
 
@@ -88,30 +87,27 @@ def test_default_smc_on_the_switchpoint_model_is_right_and_records_the_kernel():
     assert years.dtype.kind == "i" and 1880 <= np.median(years) <= 1895
 
 
-AUTO_ATTRS = {"kernel_requested": "auto", "kernel_reason": "all free variables are continuous"}
-
-
 @pytest.mark.parametrize(
-    "kernel_attrs, kwargs, resamples",
+    "kernel, kwargs, resamples, expected",
     [
-        ({}, None, True),  # the user named the kernel
-        (AUTO_ATTRS, {"n_leapfrog": 3}, True),  # options of the kernel chosen
-        (AUTO_ATTRS, None, False),  # AIS, CR-AIS, RTS: no resampling
+        ("hmc", None, True, "hmc"),  # the user named the kernel
+        ("auto", {"n_leapfrog": 3}, True, "hmc"),  # options written for HMC: HMC
+        ("auto", None, False, "hmc"),  # AIS, CR-AIS, RTS: no resampling
     ],
 )
-def test_the_kernel_stays_unless_auto_smc(continuous_layout, kernel_attrs, kwargs, resamples):
-    assert resampling_kernel(kernel_attrs, kwargs, continuous_layout, resamples) == (None, {})
+def test_the_kernel_stays_unless_auto_smc(continuous_layout, kernel, kwargs, resamples, expected):
+    name, _ = resolve_kernel(kernel, kwargs, continuous_layout, resamples=resamples)
+    assert name == expected
 
 
 def test_auto_smc_moves_with_independence_proposals_at_the_target(continuous_layout):
-    kernel, attrs = resampling_kernel(AUTO_ATTRS, None, continuous_layout, True)
+    kernel, attrs = resolve_kernel("auto", None, continuous_layout, resamples=True)
     assert kernel == FINAL_STAGE_DEFAULT == "hmc_final_imh"
     assert attrs["kernel_requested"] == "auto" and "while they are accepted" in attrs["kernel_reason"]
 
 
 def test_discrete_models_keep_their_kernel_in_smc(discrete_layout):
-    attrs = {"kernel_requested": "auto", "kernel_reason": "discrete"}
-    assert resampling_kernel(attrs, None, discrete_layout, True) == (None, {})
+    assert resolve_kernel("auto", None, discrete_layout, resamples=True)[0] == DISCRETE_DEFAULT
 
 
 def test_default_smc_on_a_centred_funnel_moves_with_hmc():
