@@ -22,6 +22,9 @@ __all__ = [
 KHAT_THRESHOLD = 0.7
 """Above this Pareto k̂ the weights' variance is effectively infinite at this N (PSIS)."""
 
+MIN_WEIGHTS = 25
+"""Fewest positive weights :func:`pareto_khat` fits a tail to."""
+
 
 def _array_stats():
     """``arviz_stats.base.array_stats``; its first import draws from NumPy's global RNG
@@ -41,7 +44,11 @@ def _same_state(a, b) -> bool:
 
 def pareto_khat(log_weights) -> float:
     """Pareto k̂ of importance weights given by their logs (``arviz_stats``, right tail,
-    ``r_eff = 1``). NaN when fewer than 25 weights are positive or the tail is flat.
+    ``r_eff = 1``). NaN when fewer than 25 weights are positive or the tail is flat (equal
+    weights); ``inf`` when no more weights than the tail's ``M`` are within a factor
+    ``exp(−745)`` of the largest (the others underflow to 0: a few weights carry
+    everything, the most degenerate weights there are; the fit would fail, or fit the few
+    above the zeros — a k̂ of 0.05 for a d = 61 regression's prior).
 
     The weights are exponentiated relative to their maximum (``arviz_stats``'
     ``log_weights=True`` option does not exponentiate before the fit in the installed
@@ -49,17 +56,21 @@ def pareto_khat(log_weights) -> float:
     """
     lw = np.asarray(log_weights, dtype=np.float64).ravel()
     lw = lw[np.isfinite(lw)]
-    if lw.size < 25:
+    if lw.size < MIN_WEIGHTS:
         return float("nan")
-    array_stats = _array_stats()
     w = np.exp(lw - lw.max())
+    if np.count_nonzero(w) <= pareto_tail_size(w.size):
+        # finite log-weights more than 745 nats below the largest reach the tail: no fit
+        # is meaningful there (arviz_stats fails, or fits the few above the zeros)
+        return float("inf")
+    array_stats = _array_stats()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            k = array_stats.pareto_khat(w, chain_axis=None, r_eff=1.0, tail="right")
+            k = float(array_stats.pareto_khat(w, chain_axis=None, r_eff=1.0, tail="right"))
         except ValueError:  # "All tail values are the same": equal weights
-            return float("nan")
-    return float(k)
+            k = float("nan")
+    return k
 
 
 def pooled_pareto_khat(log_weights, log_z) -> float:
@@ -117,7 +128,7 @@ def heavy_tail_factor(khat) -> np.ndarray:
     staying at its value at 0.7.
     """
     k = np.asarray(khat, dtype=np.float64)
-    k = np.where(np.isfinite(k), k, 0.0)
+    k = np.where(np.isnan(k), 0.0, k)  # inf (degenerate weights) takes the factor at 0.7
     return 1.0 + 6.0 * np.clip(k - 0.1, 0.0, KHAT_THRESHOLD - 0.1)
 
 

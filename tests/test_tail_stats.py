@@ -68,3 +68,30 @@ def test_chain_agreement_p_value_is_chi2_sf():
     lz, v = np.array([0.0, 0.1, -0.2, 0.05]), np.full(4, 0.01)
     q, p = ts.chain_agreement(lz, v)
     assert p == pytest.approx(stats.chi2.sf(q, 3), rel=1e-12)
+
+
+def test_weights_beyond_float_range_are_infinitely_heavy_not_missing():
+    # A prior pilot of a d = 31 regression: log-weights spread over thousands of nats, so
+    # all but a handful of weights underflow to 0 relative to the largest. arviz_stats
+    # cannot fit such a tail (NaN); k̂ = inf says what the weights are, and keeps a
+    # degenerate start from looking like the lightest-tailed one (init="auto").
+    lw = np.random.default_rng(0).normal(0.0, 1000.0, 1000)
+    assert np.isnan(_arviz_khat(lw))
+    assert ts.pareto_khat(lw) == np.inf
+    assert ts.pooled_pareto_khat(np.stack([lw, lw]), np.zeros(2)) == np.inf
+    # 90 weights in range and 910 underflowed: the tail (3·sqrt(1000) = 95 weights)
+    # reaches the zeros; arviz_stats fits the 90 and calls them light-tailed
+    lw = np.full(1000, -1e4)
+    lw[:90] = np.random.default_rng(1).standard_normal(90)
+    assert _arviz_khat(lw) < 0.7 and ts.pareto_khat(lw) == np.inf
+    # 100 in range: the tail is all in range and fitted as usual
+    lw[:100] = np.random.default_rng(1).standard_normal(100)
+    assert ts.pareto_khat(lw) == pytest.approx(_arviz_khat(lw), rel=1e-12)
+    # weights that are -inf (impossible draws) are left out, not counted as underflowed
+    lw[100:] = -np.inf
+    assert ts.pareto_khat(lw) == pytest.approx(_arviz_khat(lw), rel=1e-12)
+
+
+def test_heavy_tail_factor_of_degenerate_weights_is_its_largest():
+    f = ts.heavy_tail_factor(np.array([np.inf, np.nan, 0.0, ts.KHAT_THRESHOLD]))
+    assert f.tolist() == pytest.approx([4.6, 1.0, 1.0, 4.6])

@@ -130,6 +130,27 @@ def test_heavy_tailed_start_is_compared_with_the_prior(regression, monkeypatch):
     assert auto.n_evals > 3 * 1000  # three pilots counted
 
 
+def test_prior_whose_weights_underflow_never_looks_lightest(monkeypatch):
+    """A prior far wider than the posterior: its pilot's log-weights span thousands of
+    nats, all but a few weights underflow, and arviz_stats' fit fails or fits the few
+    left. That k̂ once read 0.00 (seed 11 of ``nig_d31``: the prior chosen over a
+    Student-t of k̂ 0.76, then −0.17 ± 0.07 nat; CR-AIS −15.8). It is ``inf`` now."""
+    from pymc_crais.samplers import init_auto
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 8))
+    y = X @ rng.normal(size=8) + 0.3 * rng.normal(size=400)
+    with pm.Model() as model:
+        b = pm.Normal("b", 0.0, 10.0, shape=8)
+        pm.Normal("y", pm.math.dot(X, b), 0.3, observed=y)
+    monkeypatch.setattr(init_auto, "KHAT_THRESHOLD", -10.0)  # every pilot measured
+    auto = _choose(model)
+    a = auto.attrs
+    assert a["init_pareto_k_prior"] == np.inf
+    assert np.isfinite(a["init_pareto_k"]) and np.isfinite(a["init_pareto_k_wide"])
+    assert auto.choice in ("laplace", "laplace_wide") and "inf (prior)" in auto.reason
+
+
 def test_centred_funnel_does_not_choose_laplace():
     auto = _choose(_centred_funnel())
     assert auto.choice == "prior" and auto.q0 is None
