@@ -412,3 +412,26 @@ def test_right_runs_rarely_warn(case, sampler):
         value, mcse, flagged = _run_default(sampler, c.model, seed)
         assert abs(value - c.log_z) <= 3 * mcse + 0.01, (seed, value, c.log_z, mcse)
         assert not flagged, seed
+
+
+def test_likelihood_plus_inf_outside_the_start_support_is_no_error():
+    """Δ = log π̃ − log q0 is +inf wherever log q0 = -inf: there Δ is dropped (no weight),
+    not reported as an improper likelihood. A diverging HMC trajectory of CR-AIS on
+    ``hier_noncentered`` (seed 13) reached coordinates of 1e154, where a Student-t start's
+    z·z overflows (log q0 = -inf) while the model's density is still finite, and the run
+    stopped with InfiniteDensityError."""
+    from pymc_crais.core.initial import GaussianInitial, InitialReweightedDensity
+
+    def log_cauchy(x):  # finite at any finite x
+        return -np.sum(np.log(np.pi) + 2.0 * np.log(np.abs(x)) + np.log1p(x**-2.0), axis=1)
+
+    base = FunctionDensity(2, log_cauchy, log_cauchy)
+    start = InitialReweightedDensity(2, base=base, initial=GaussianInitial(np.zeros(2), np.eye(2)))
+    x = np.array([[0.5, -0.5], [1e200, -2e200]])
+    with np.errstate(over="ignore"):
+        ev = start.evaluate(x)
+    assert np.isfinite(ev.delta[0]) and ev.delta[1] == -np.inf and ev.log_q0[1] == -np.inf
+    # with q0 > 0, a +inf likelihood is still an error
+    dens = FunctionDensity(1, lambda x: np.zeros(len(x)), lambda x: np.full(len(x), np.inf))
+    with pytest.raises(InfiniteDensityError, match="likelihood"):
+        dens.evaluate(np.zeros((2, 1)))

@@ -77,7 +77,8 @@ class BatchedDensity:
     """Base class of a batched ``(log q0, Δ)`` evaluator.
 
     Subclasses implement :meth:`_evaluate`. The public :meth:`evaluate` raises
-    :class:`InfiniteDensityError` on a ``+inf`` log-density, sanitizes the outputs (NaN
+    :class:`InfiniteDensityError` on a ``+inf`` log-density (``Δ`` only where
+    ``q0 > 0``), sanitizes the outputs (NaN
     and ``-inf`` log-densities become ``-inf``, gradients of such particles zero) and
     counts particle evaluations in :attr:`n_evals`.
 
@@ -114,8 +115,15 @@ class BatchedDensity:
             raise ValueError(f"x must have shape (N, {self.dim}), got {x.shape}")
         out = self._evaluate(x, gradient)
         self.n_evals += x.shape[0]
-        for values, which in ((out.log_q0, "initial (prior)"), (out.delta, "likelihood")):
-            pos_inf = np.isposinf(np.asarray(values, dtype=np.float64))
+        lq = np.asarray(out.log_q0, dtype=np.float64)
+        # Δ is checked only where q0 > 0: elsewhere it is dropped below, and Δ = log π̃ −
+        # log q0 is +inf there whenever log q0 is -inf, e.g. where a Student-t start's
+        # z·z overflows at the 1e154 coordinates of a diverging HMC trajectory (the
+        # leapfrog is then rejected, not the run)
+        for pos_inf, which in (
+            (np.isposinf(lq), "initial (prior)"),
+            (np.isposinf(np.asarray(out.delta, dtype=np.float64)) & np.isfinite(lq), "likelihood"),
+        ):
             if pos_inf.any():
                 raise InfiniteDensityError(x[pos_inf][:8], which)
         log_q0 = sanitize_log_density(out.log_q0)
