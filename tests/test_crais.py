@@ -266,3 +266,24 @@ def test_final_mcmc_steps_recorded_and_used_on_a_discrete_model():
     steps = np.asarray(three["sample_stats"]["mcmc_steps"].values)[:, 1:]
     assert np.all(steps == 3), steps
     _check(three, case.log_z, 0.2)
+
+
+def test_capped_auto_tuning_falls_back_to_a_linear_schedule():
+    """A constant-rate tuning run (``delta="auto"``) still at its cap after the rescaling has
+    no usable schedule (on ``hier_noncentered`` it crawled below τ = 1e-5 for 199 steps and
+    the final run was 0.4–0.8 nat off); the final run then anneals on ``sample_ais``'s
+    linear schedule with its own kernel tuning, and says so."""
+    from pymc_crais.warnings import MaxStepsWarning
+
+    case = em.normal_mean()
+    with pytest.warns(MaxStepsWarning, match="linear schedule of 40 steps"):
+        idata = pmc.sample_crais(draws=500, n_steps=40, max_steps=2, random_seed=3, model=case.model, **QUICK)
+    a = idata.sample_stats.attrs
+    assert a["schedule"] == "linear" and "cap of 2 steps" in a["schedule_fallback"]
+    assert not a["replay_kernel"] and idata.sample_stats["tune_tau"].size == 2
+    np.testing.assert_allclose(idata.sample_stats["tau"].values[0], np.linspace(0.0, 1.0, 41)[1:])
+    _check(idata, case.log_z, max_mcse=0.05)
+    # an uncapped tuning run keeps its schedule, and the attribute says nothing
+    ok = pmc.sample_crais(draws=200, n_steps=20, random_seed=3, model=case.model, **QUICK)
+    assert ok.sample_stats.attrs["schedule"] == "constant_rate"
+    assert ok.sample_stats.attrs["schedule_fallback"] == ""

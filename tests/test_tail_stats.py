@@ -1,7 +1,5 @@
 """Pareto k̂ of pymc_crais.tail_stats against arviz_stats' (the reference implementation)."""
 
-import sys
-
 import numpy as np
 import pytest
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from ..core.anneal import ParamsByTau
 from ..core.paths import make_path
 from ..core.rate_reference import reference_rate_for_steps
 from ..core.schedules import FixedSchedule, interpolate_schedule
+from ..warnings import MaxStepsWarning
 from .anneal_chain import run_anneal_chains
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import finish, prepare
@@ -27,6 +29,8 @@ __all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "final_transitions", "sample_
 
 FINAL_ACCEPTANCE = 0.5
 MAX_FINAL_FACTOR = 4
+FALLBACK_STEPS = 200
+"""Steps of the linear fallback schedule when ``n_steps=None`` (``sample_ais``'s default)."""
 
 
 def final_transitions(acceptance, n_mcmc_steps: int) -> int:
@@ -111,6 +115,15 @@ def sample_crais(
        interpolated to ``n_steps`` steps when ``n_steps`` is given (the schedule's shape is
        stable across δ) — giving the reported, unbiased-for-``Z`` estimate.
 
+    With ``delta="auto"``, a tuning run that still reaches its cap of ``4·n_tune_steps``
+    steps after δ was rescaled has no usable schedule: the rule's steps crawl where the
+    particles' variance of the log-likelihood is huge (a heavy-tailed start: on
+    ``hier_noncentered`` it spent 199 steps below τ = 1e-5 and jumped to 1, and the final
+    run was off by 0.4–0.8 nat with an ESS of 1 %). The final run then takes
+    :func:`sample_ais`'s default instead — a linear schedule of ``n_steps`` steps, kernels
+    tuned on its own particles — with a :class:`~pymc_crais.warnings.MaxStepsWarning`
+    that says so (``sample_stats`` attribute ``schedule_fallback``).
+
     Parameters
     ----------
     draws : int, default 1000
@@ -164,7 +177,9 @@ def sample_crais(
         The final run's output (``log_marginal_likelihood`` per chain, per-stage stats on
         the final schedule) plus ``tune_tau`` (the tuned schedule, dim ``tune_stage``) and
         attributes ``delta``, ``n_tune_steps``, ``n_logp_evals_tune``,
-        ``n_logp_evals_pilot``. ``n_logp_evals`` counts the final run only.
+        ``n_logp_evals_pilot``, ``schedule`` (``"constant_rate"``, or ``"linear"`` with the
+        reason in ``schedule_fallback``; empty when the tuned schedule was used).
+        ``n_logp_evals`` counts the final run only.
     """
     t_start = time.perf_counter()
     make_path(alpha, 0.0)
@@ -220,15 +235,36 @@ def sample_crais(
         n_target=n_tune_steps if auto else None,
         n_mcmc_steps=n_mcmc_steps,
         reference=pilot.reference,
+        warn_at_cap=not auto,  # with delta="auto" a capped run is replaced (below)
         label="CR-AIS tuning",
         **rule,
     )
     tres = tuning.result
     tuned = tuning.schedule
-    final = tuned if n_steps is None else interpolate_schedule(tuned, n_steps)
+    fallback = ""
+    if auto and tres.hit_max_steps:
+        n_linear = n_steps if n_steps is not None else FALLBACK_STEPS
+        reached = float(tuned[-2])
+        fallback = (
+            f"the constant-rate tuning run reached its cap of {tuned.size - 1} steps at "
+            f"tau={reached:.3g}, even with delta rescaled {tuning.n_attempts - 1} times"
+        )
+        warnings.warn(
+            f"CR-AIS: {fallback} (the rule's steps crawl where the particles' log-likelihood "
+            f"varies enormously, e.g. from a heavy-tailed start), so the final run used a "
+            f"linear schedule of {n_linear} steps with kernels tuned on its own particles "
+            "(sample_ais's default) instead of the tuned one. Compare with pmc.sample_smc, "
+            "or pass delta= (and max_steps=) to tune the rate yourself.",
+            MaxStepsWarning,
+            stacklevel=3,
+        )
+        final = np.linspace(0.0, 1.0, n_linear + 1)
+    else:
+        final = tuned if n_steps is None else interpolate_schedule(tuned, n_steps)
     attrs.update(
         {
-            "schedule": "constant_rate",
+            "schedule": "linear" if fallback else "constant_rate",
+            "schedule_fallback": fallback,
             "delta": tuning.delta,
             "delta_mode": "auto" if auto else "given",
             "variance": variance,
@@ -252,12 +288,13 @@ def sample_crais(
     if is_auto(final_mcmc_steps):
         final_mcmc_steps = final_transitions(tres.stages["acceptance_rate"], int(n_mcmc_steps))
     attrs["final_mcmc_steps"] = int(final_mcmc_steps)
+    replay_kernel = bool(replay_kernel) and not fallback
     replay = ParamsByTau(tres.stages["tau"], tres.kernel_params) if replay_kernel else None
-    attrs["replay_kernel"] = bool(replay_kernel)
+    attrs["replay_kernel"] = replay_kernel
     outs, attrs["sampling_time"] = run_anneal_chains(
         setup,
         path,
-        FixedSchedule(final, name="constant_rate"),
+        FixedSchedule(final, name="linear" if fallback else "constant_rate"),
         "CR-AIS",
         n_mcmc_steps=int(final_mcmc_steps),
         max_steps=int(final.size),
