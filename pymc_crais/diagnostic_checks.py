@@ -137,7 +137,7 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                 "(no interior mode: a boundary, a ridge or a funnel)"
             )
         k0 = [val(r, "pareto_k_initial") for r in rows]
-        k0 = [k for k in k0 if np.isfinite(k)]
+        k0 = [k for k in k0 if not np.isnan(k)]  # inf (weights underflow) is kept
         # init="auto" measured its start's k̂ and chose it over the prior's (larger) k̂
         if k0 and max(k0) > KHAT_THRESHOLD and attrs.get("init") == "laplace":
             start.append(f"the Student-t start has Pareto k̂ {max(k0):.2f} against the posterior")
@@ -234,7 +234,8 @@ def chain_row(cs: dict) -> dict:
         if key in cs:
             row[key] = typ(cs[key])
     pk = np.asarray(cs.get("pareto_k", []), dtype=np.float64)
-    row["pareto_k_max"] = float(np.nanmax(pk)) if np.isfinite(pk).any() else np.nan
+    # inf (a stage whose weights underflow) counts; only NaN (no measurement) is skipped
+    row["pareto_k_max"] = float(np.nanmax(pk)) if (~np.isnan(pk)).any() else np.nan
     mc = np.asarray(cs.get("move_correlation", []), dtype=np.float64)
     mcx = np.asarray(cs.get("move_correlation_max", []), dtype=np.float64)
     row["move_correlation_mean"] = float(np.nanmean(mc)) if np.isfinite(mc).any() else np.nan

@@ -68,7 +68,7 @@ from .tail_stats import (
     pareto_khat_from_tail,
     pooled_pareto_khat,
 )
-from .warnings import UnreliableEvidenceWarning
+from .warnings import UnreliableEvidenceWarning, user_stacklevel
 
 __all__ = [
     "KHAT_THRESHOLD",
@@ -113,7 +113,7 @@ class Diagnosis:
         lines = [f"pymc_crais diagnostics ({self.method or 'run'})"]
         if np.isfinite(self.log_z):
             lines.append(f"log Z = {self.log_z:.4f} ± {self.mcse:.3g} (MCSE)")
-        if np.isfinite(self.pareto_k_pooled):
+        if not np.isnan(self.pareto_k_pooled):
             lines.append(f"Pareto k̂ of the pooled final weights: {self.pareto_k_pooled:.2f}")
         if self.start:
             lines.append(self.start)
@@ -141,18 +141,6 @@ def _table(rows: list[dict]):
         table["n_eves"] = table["n_eves"].astype(int)
     table.index.name = "chain"
     return table
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of a warning issued here that points at the first frame outside
-    the package (the user's call), however deep the sampler's call chain is."""
-    import sys
-
-    package = __name__.rsplit(".", 1)[0]
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == package:
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def check_chains(chains: list, attrs: dict) -> list:
@@ -230,7 +218,7 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
         start=start_summary(attrs),
     )
     if problems:
-        level = _user_stacklevel() if stacklevel is None else stacklevel
+        level = user_stacklevel() if stacklevel is None else stacklevel
         warnings.warn(_warning_text(problems), UnreliableEvidenceWarning, stacklevel=level)
     return diagnosis
 

@@ -33,7 +33,7 @@ from xarray import DataTree
 
 from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
-from .warnings import ChainDisagreementWarning
+from .warnings import ChainDisagreementWarning, user_stacklevel
 
 __all__ = [
     "ChainDisagreementWarning",
@@ -317,7 +317,7 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             "until the chains agree; see sample_stats.log_marginal_likelihood and "
             "pmc.diagnose(idata).",
             ChainDisagreementWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     if return_details:
         return value, mcse, details

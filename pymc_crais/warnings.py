@@ -19,6 +19,19 @@ __all__ = [
 ]
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` call in the package that points at the
+    first frame outside it (the user's call), however deep the call chain is: pass
+    ``stacklevel=user_stacklevel()``."""
+    import sys
+
+    package = __name__.split(".", 1)[0]
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] == package:
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 class UnreliableEvidenceWarning(RuntimeWarning):
     """The estimate of ``log Z`` or its Monte Carlo error cannot be trusted.
 

@@ -276,10 +276,13 @@ def test_capped_auto_tuning_falls_back_to_a_linear_schedule():
     from pymc_crais.warnings import MaxStepsWarning
 
     case = em.normal_mean()
-    with pytest.warns(MaxStepsWarning, match="linear schedule of 40 steps"):
+    with pytest.warns(MaxStepsWarning, match="linear schedule of 40 steps") as rec:
         idata = pmc.sample_crais(draws=500, n_steps=40, max_steps=2, random_seed=3, model=case.model, **QUICK)
+    # the warning points at the user's call, not into the package
+    assert {w.filename for w in rec if w.category is MaxStepsWarning} == {__file__}
     a = idata.sample_stats.attrs
     assert a["schedule"] == "linear" and "cap of 2 steps" in a["schedule_fallback"]
+    assert not a["interpolated"]  # the tuned schedule was not used, so not interpolated
     assert not a["replay_kernel"] and idata.sample_stats["tune_tau"].size == 2
     np.testing.assert_allclose(idata.sample_stats["tau"].values[0], np.linspace(0.0, 1.0, 41)[1:])
     _check(idata, case.log_z, max_mcse=0.05)

@@ -171,6 +171,24 @@ def chains_of(diag, check):
     return next(p.chains for p in diag.problems if p.check == check)
 
 
+def test_stage_and_start_weights_that_underflow_are_flagged():
+    """k̂ is inf when all but a few weights underflow (tail_stats.pareto_khat); a stage or a
+    start whose every k̂ is inf must be flagged, not dropped as 'no measurement' (NaN)."""
+    lw = np.full(500, -2000.0)
+    lw[:5] = 0.0  # five weights carry everything; the rest are exp(-2000) = 0
+    assert dg.pareto_khat(lw) == np.inf
+    tails = np.stack([log_weight_tail(lw) for _ in range(10)])
+    chains = [_chain(seed=s, weight_tail=tails) for s in range(2)]
+    diag = _check(chains)
+    assert "pareto_k" in diag.flags and chains[0]["pareto_k_max"] == np.inf
+    good = {"init": "laplace", "laplace_converged": 1, "laplace_n_nonconcave": 0}
+    d = _check([_chain(seed=s, initial_weight_tail=log_weight_tail(lw)) for s in range(2)], good)
+    assert d.flags == ["start"] and "Pareto k̂ inf" in str(d)
+    # final weights of the same shape: the pooled k̂ is inf, and the report shows it
+    d = _check([_chain(seed=s, log_weights=lw, n_resamplings=0) for s in range(2)])
+    assert "pareto_k" in d.flags and "pooled final weights: inf" in str(d)
+
+
 def test_heavy_tailed_final_weights_are_flagged():
     rng = np.random.default_rng(6)
     heavy = [

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..warnings import MaxStepsWarning
+from ..warnings import MaxStepsWarning, user_stacklevel
 from .density import BatchedDensity
 from .estimators import ancestry_variance
 from .kernel_base import KernelInfo, MutationKernel, ParamsByTau
@@ -149,7 +149,7 @@ def _next_tau(loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: 
                 f"max_steps={max_stages} reached at tau={loop.tau:.6g}; the last step jumps to "
                 "tau=1, so the estimate may be poor. Increase max_steps.",
                 MaxStepsWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
     else:
         tau_new = float(schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path))

@@ -20,6 +20,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.density import BatchedDensity, Evaluation
+from ..warnings import user_stacklevel
 from .jax_data import DataCompiler
 from .memory import call_in_blocks
 from .reproducible import ReproducibleFunction, reproducible_compile
@@ -279,7 +280,7 @@ def compile_model_density(
             "pymc_crais could not vectorize this model's log-density "
             f"({fallback_reason}); falling back to a per-particle loop, which is much slower.",
             PerParticleFallbackWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     return ModelDensity(layout.dim, layout, vectorized, fn, fn_grad, grad_error)
 

@@ -18,7 +18,7 @@ from ..core.anneal import ParamsByTau
 from ..core.paths import make_path
 from ..core.rate_reference import reference_rate_for_steps
 from ..core.schedules import FixedSchedule, interpolate_schedule
-from ..warnings import MaxStepsWarning
+from ..warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import run_anneal_chains
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import finish, prepare
@@ -256,7 +256,7 @@ def sample_crais(
             "(sample_ais's default) instead of the tuned one. Compare with pmc.sample_smc, "
             "or pass delta= (and max_steps=) to tune the rate yourself.",
             MaxStepsWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         final = np.linspace(0.0, 1.0, n_linear + 1)
     else:
@@ -279,7 +279,7 @@ def sample_crais(
             "tune_log_marginal_likelihood": tres.log_marginal_likelihood,
             "tune_hit_max_steps": tres.hit_max_steps,
             "n_logp_evals_tune": tuning.n_logp_evals,
-            "interpolated": n_steps is not None,
+            "interpolated": n_steps is not None and not fallback,
             "n_steps": int(final.size - 1),
         }
     )

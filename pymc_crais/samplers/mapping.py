@@ -8,6 +8,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
+from ..warnings import user_stacklevel
 from .compile import (
     ParameterLayout,
     PerParticleFallbackWarning,
@@ -58,7 +59,7 @@ class PosteriorMapper:
                 f"could not vectorize the map to named variables ({type(err).__name__}: "
                 f"{err}); converting particles one at a time",
                 PerParticleFallbackWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
             self.vectorized = False
             self._fn = compile_function([theta], outs, ckw)

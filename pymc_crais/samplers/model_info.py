@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 
+from ..warnings import user_stacklevel
+
 __all__ = [
     "check_model_for_evidence",
     "has_likelihood_terms",
@@ -92,14 +94,14 @@ def check_model_for_evidence(model, init) -> None:
             "their unnormalized density (PyMC's logp = 0 on the support) and is not comparable "
             "across models",
             UserWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     if not has_likelihood_terms(model):
         warnings.warn(
             "the model has no observed variables or potentials: the evidence is exactly 1 "
             "(log Z = 0) and the posterior equals the prior",
             UserWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..core.initial import laplace_fit, search_modes
 from ..core.ma_path import MomentAveragingPath
 from ..core.paths import AnnealingPath, make_path
-from ..warnings import PathFallbackWarning
+from ..warnings import PathFallbackWarning, user_stacklevel
 from .compile import initial_point_vector
 from .init_auto import GAIN_TOL, N_STARTS, START_MAXITER, fit_problems
 
@@ -113,7 +113,7 @@ def build_path(setup, path: str, alpha: float, c: float, attrs: dict, path_kwarg
         warnings.warn(
             f"path='moment_averaging' runs the geometric path instead: {why}",
             PathFallbackWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
         attrs.update(path="geometric", path_fallback_reason=why)
         return make_path(alpha, c)

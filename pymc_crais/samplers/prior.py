@@ -15,6 +15,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.tensor.random.type import RandomGeneratorType
 
+from ..warnings import user_stacklevel
 from .compile import (
     ParameterLayout,
     PerParticleFallbackWarning,
@@ -82,7 +83,7 @@ class PriorSampler:
                 f"could not vectorize prior sampling ({type(err).__name__}: {err}); drawing "
                 "the initial particles one at a time",
                 PerParticleFallbackWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
             self.vectorized = False
             flat = pt.concatenate([o.reshape((-1,)) for o in outs])

@@ -18,7 +18,7 @@ from ..core.schedules import (
     make_fixed_schedule,
     validate_schedule,
 )
-from ..warnings import RTSInitialLoopWarning
+from ..warnings import RTSInitialLoopWarning, user_stacklevel
 from .options import RunOptions, check_int
 from .pipeline import RunSetup, finish, fresh_kernel, prepare
 from .progress import ChainProgress
@@ -304,7 +304,7 @@ def sample_rts(
             "may mix poorly (sample_stats.init_deviation, c_hat). Increase max_init_rounds or "
             "n_init_sweeps, or use more temperatures.",
             RTSInitialLoopWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     attrs["sampling_time"] = time.perf_counter() - t0
     attrs["wall_time"] = time.perf_counter() - t_start

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...warnings import RTSInitialLoopWarning
+from ...warnings import RTSInitialLoopWarning, user_stacklevel
 from ..density import BatchedDensity
 from ..estimators import rts_estimate, thermodynamic_integration
 from ..kernels import MutationKernel
@@ -316,7 +316,7 @@ def rts(
             "final run's log Z_k guesses are still off, so its temperatures may mix poorly. "
             "Increase max_init_rounds or n_init_sweeps, or use more temperatures.",
             RTSInitialLoopWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     evals_init = density.n_evals - evals0
 
