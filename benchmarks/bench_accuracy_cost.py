@@ -172,6 +172,8 @@ def run_one(model, data: str, label: str, param: str, value, args) -> dict:
             n_steps=float(np.mean(ss["n_stages"].values)), sampling_s=float(attrs["sampling_time"]),
             delta=attrs.get("delta"), n_tune_steps=attrs.get("n_tune_steps"),
             hit_max_steps=bool(np.any(ss["hit_max_steps"].values)),
+            # CR-AIS: "linear" when a capped tuning run handed over to a linear schedule
+            schedule=attrs.get("schedule"), schedule_fallback=attrs.get("schedule_fallback", ""),
         )
     wall = time.perf_counter() - t0
     rec.update(

@@ -25,7 +25,8 @@ during the sampler call and the combination (class names, counted; any
 ``UnreliableEvidenceWarning`` is marked); wall time (contended machine, includes
 compilation); model evaluations (our samplers' ``n_logp_evals`` summed over chains plus
 pilot/tuning/Laplace evaluations; PyMC: counted). A run *misses* when
-``|error| > 3 · MCSE`` or ``|error|`` exceeds 0.1 nat (exact reference) / 0.3 nat (reference
+``|error| > 3 · sqrt(MCSE² + MCSE_ref²)`` (``MCSE_ref`` the reference's own, 0 when exact) or
+``|error|`` exceeds 0.1 nat (exact reference) / 0.3 nat (reference
 case) plus 3 × the reference's own MCSE; a miss without an ``UnreliableEvidenceWarning`` is
 *silent*.
 
@@ -269,11 +270,16 @@ def classify(rec: dict, reference_type: str) -> dict:
     err = rec["log_z"] - rec["reference"]
     rec["error"] = err
     rec["z"] = err / rec["mcse"] if rec["mcse"] > 0 else float("inf")
-    tol = TOL[reference_type] + 3 * rec.get("reference_mcse", 0.0)
+    ref_mcse = rec.get("reference_mcse", 0.0)
+    # the error is measured against a reference with its own Monte Carlo error (0 when
+    # exact): the 3-sigma test uses both, sqrt(MCSE² + MCSE_ref²)
+    sd = float(np.hypot(rec["mcse"], ref_mcse))
+    rec["z_with_reference"] = err / sd if sd > 0 else float("inf")
+    tol = TOL[reference_type] + 3 * ref_mcse
     why = [
         w
         for w, bad in (
-            (">3 MCSE", not abs(rec["z"]) <= 3),
+            (">3 MCSE", not abs(rec["z_with_reference"]) <= 3),
             (f">{tol:.2g} nat", not abs(err) <= tol),
         )
         if bad
