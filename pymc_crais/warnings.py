@@ -5,7 +5,8 @@ its own diagnostics show that its ``log Z`` or its error bar cannot be trusted
 (:func:`pymc_crais.diagnose` prints the details). Silence one kind and no other with, e.g.,
 ``warnings.filterwarnings("ignore", category=pmc.UnreliableEvidenceWarning)``. Each class
 subclasses the built-in category it had before it had its own class (``RuntimeWarning``), so
-existing filters keep working.
+existing filters keep working. :func:`user_stacklevel` gives every warning of the package
+the ``stacklevel`` of the user's call.
 """
 
 from __future__ import annotations
