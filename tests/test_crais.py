@@ -283,6 +283,11 @@ def test_capped_auto_tuning_falls_back_to_a_linear_schedule():
     a = idata.sample_stats.attrs
     assert a["schedule"] == "linear" and "cap of 2 steps" in a["schedule_fallback"]
     assert not a["interpolated"]  # the tuned schedule was not used, so not interpolated
+    # through sample_ais(schedule="constant_rate") too (one frame deeper)
+    with pytest.warns(MaxStepsWarning, match="linear schedule of 40 steps") as rec:
+        pmc.sample_ais(schedule="constant_rate", draws=200, n_steps=40, max_steps=2, random_seed=3,
+                       model=case.model, **QUICK)  # fmt: skip
+    assert {w.filename for w in rec if w.category is MaxStepsWarning} == {__file__}
     assert not a["replay_kernel"] and idata.sample_stats["tune_tau"].size == 2
     np.testing.assert_allclose(idata.sample_stats["tau"].values[0], np.linspace(0.0, 1.0, 41)[1:])
     _check(idata, case.log_z, max_mcse=0.05)
