@@ -18,17 +18,17 @@ import warnings
 import numpy as np
 
 import pymc_crais as pmc
+from pymc_crais.core.weights import ess_from_log_weights
 from pymc_crais.samplers import crais as crais_module
 from pymc_crais.tail_stats import pareto_khat
 from pymc_crais.validation.cases import CASES, get_case
 
 
 def ess_fraction(log_w) -> float:
-    """Kish ESS of weights given by their logs, as a fraction of their number."""
+    """ESS of weights given by their logs, as a fraction of their number (zero weights
+    included)."""
     lw = np.asarray(log_w, dtype=np.float64).ravel()
-    lw = lw[np.isfinite(lw)]
-    w = np.exp(lw - lw.max())
-    return float(w.sum() ** 2 / (w**2).sum() / lw.size)
+    return ess_from_log_weights(lw) / lw.size
 
 
 def main() -> None:
