@@ -90,15 +90,22 @@ class _BisectionSchedule(Schedule):
         self.min_dtau, self.max_dtau = _check_dtau_bounds(lo, hi, (lo_name, hi_name))
         self.tol = float(tol)
 
-    def criterion(self, log_w: np.ndarray, incr: np.ndarray) -> float:
+    def criterion(self, log_w: np.ndarray, incr: np.ndarray, ref=None) -> float:
+        """Positive while the step whose log-increments are ``incr`` is acceptable;
+        ``ref`` is :meth:`reference` of ``log_w`` (computed here when None)."""
         raise NotImplementedError
+
+    def reference(self, log_w: np.ndarray):
+        """What :meth:`criterion` needs of ``log_w`` alone: computed once per bisection
+        (None here)."""
 
     def next_tau(self, stage, tau, state, log_weights, path) -> float:
         log_w = clean_log_weights(log_weights)
         hi_tau = min(1.0, tau + self.max_dtau)
+        ref = self.reference(log_w)
 
         def ok(t):
-            return self.criterion(log_w, path.state_log_increment(tau, t, state)) >= 0.0
+            return self.criterion(log_w, path.state_log_increment(tau, t, state), ref) >= 0.0
 
         if ok(hi_tau):
             return hi_tau
@@ -132,8 +139,13 @@ class ESSSchedule(_BisectionSchedule):
 
     name = "ess"
 
-    def criterion(self, log_w, incr):
-        return _log_ess(log_w + incr) - (np.log(self.rho) + _log_ess(log_w))
+    def reference(self, log_w):
+        return np.log(self.rho) + _log_ess(log_w)
+
+    def criterion(self, log_w, incr, ref=None):
+        if ref is None:
+            ref = self.reference(log_w)
+        return _log_ess(log_w + incr) - ref
 
 
 class CESSSchedule(_BisectionSchedule):
@@ -143,9 +155,12 @@ class CESSSchedule(_BisectionSchedule):
 
     name = "cess"
 
-    def criterion(self, log_w, incr):
+    def reference(self, log_w):
+        return log_w - logsumexp(log_w)
+
+    def criterion(self, log_w, incr, ref=None):
         n = log_w.size
-        log_wn = log_w - logsumexp(log_w)
+        log_wn = self.reference(log_w) if ref is None else ref
         log_cess = np.log(n) + 2.0 * logsumexp(log_wn + incr) - logsumexp(log_wn + 2.0 * incr)
         if not np.isfinite(log_cess):
             return -np.inf

@@ -41,14 +41,23 @@ def _cholesky_pd(cov: np.ndarray, name: str = "cov") -> np.ndarray:
 
 @dataclass(frozen=True)
 class GaussianInitial:
-    """``q0 = N(mean, cov)`` in the model's unconstrained coordinates."""
+    """``q0 = N(mean, cov)`` in the model's unconstrained coordinates.
+
+    The inverse of the Cholesky factor is computed once, so that whitening a population
+    (``z = L⁻¹ (x − mean)`` row by row) and the gradient (``Σ⁻¹ (x − mean) = L⁻ᵀ z``) are
+    two matrix products: the annealing evaluates ``log q0`` and its gradient at every
+    leapfrog step, and triangular solves cost 2–10× as much as the products (d = 3–60).
+    """
 
     mean: np.ndarray
     cov: np.ndarray
     name: str = "gaussian"
     _chol: np.ndarray = field(default=None, repr=False)
+    _chol_inv: np.ndarray = field(default=None, repr=False)
 
     def __post_init__(self):
+        from scipy.linalg import solve_triangular
+
         mean = np.asarray(self.mean, dtype=np.float64).ravel()
         object.__setattr__(self, "mean", mean)
         object.__setattr__(self, "cov", np.asarray(self.cov, dtype=np.float64))
@@ -56,6 +65,8 @@ class GaussianInitial:
         if chol.shape[0] != mean.size:
             raise ValueError(f"mean has {mean.size} entries but cov is {self.cov.shape}")
         object.__setattr__(self, "_chol", chol)
+        chol_inv = solve_triangular(chol, np.eye(mean.size), lower=True)
+        object.__setattr__(self, "_chol_inv", chol_inv)
 
     @property
     def dim(self) -> int:
@@ -63,12 +74,13 @@ class GaussianInitial:
         return self.mean.size
 
     def _whiten(self, x):
-        from scipy.linalg import solve_triangular
-
-        return solve_triangular(self._chol, (x - self.mean).T, lower=True).T
+        return (x - self.mean) @ self._chol_inv.T
 
     def _log_det(self) -> float:
         return 2.0 * float(np.sum(np.log(np.diag(self._chol))))
+
+    def _log_norm(self) -> float:
+        return -0.5 * self._log_det() - 0.5 * self.dim * np.log(2 * np.pi)
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` exact draws."""
@@ -77,13 +89,16 @@ class GaussianInitial:
     def logpdf(self, x: np.ndarray) -> np.ndarray:
         """Normalized log-density of every row of ``x``."""
         z = self._whiten(x)
-        return -0.5 * np.sum(z * z, axis=1) - 0.5 * self._log_det() - 0.5 * self.dim * np.log(2 * np.pi)
+        return -0.5 * np.sum(z * z, axis=1) + self._log_norm()
 
     def grad_logpdf(self, x: np.ndarray) -> np.ndarray:
         """Gradient of :meth:`logpdf`."""
-        from scipy.linalg import cho_solve
+        return self.logpdf_and_grad(x)[1]
 
-        return -cho_solve((self._chol, True), (x - self.mean).T).T
+    def logpdf_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`logpdf` and :meth:`grad_logpdf` of every row of ``x``, whitening once."""
+        z = self._whiten(x)
+        return -0.5 * np.sum(z * z, axis=1) + self._log_norm(), -(z @ self._chol_inv)
 
 
 @dataclass(frozen=True)
@@ -107,25 +122,25 @@ class StudentTInitial(GaussianInitial):
         w = rng.chisquare(self.df, size=n) / self.df
         return self.mean + z / np.sqrt(w)[:, None]
 
-    def logpdf(self, x):
+    def _log_norm(self) -> float:
         d, nu = self.dim, self.df
-        z = self._whiten(x)
-        q = np.sum(z * z, axis=1)
-        return (
+        return float(
             special.gammaln(0.5 * (nu + d))
             - special.gammaln(0.5 * nu)
             - 0.5 * d * np.log(nu * np.pi)
             - 0.5 * self._log_det()
-            - 0.5 * (nu + d) * np.log1p(q / nu)
         )
 
-    def grad_logpdf(self, x):
-        from scipy.linalg import cho_solve
-
+    def logpdf(self, x):
         z = self._whiten(x)
         q = np.sum(z * z, axis=1)
-        prec_dx = cho_solve((self._chol, True), (x - self.mean).T).T
-        return -((self.df + self.dim) / (self.df + q))[:, None] * prec_dx
+        return self._log_norm() - 0.5 * (self.df + self.dim) * np.log1p(q / self.df)
+
+    def logpdf_and_grad(self, x):
+        z = self._whiten(x)
+        q = np.sum(z * z, axis=1)
+        lq = self._log_norm() - 0.5 * (self.df + self.dim) * np.log1p(q / self.df)
+        return lq, -((self.df + self.dim) / (self.df + q))[:, None] * (z @ self._chol_inv)
 
 
 @dataclass
@@ -140,12 +155,14 @@ class InitialReweightedDensity(BatchedDensity):
 
     def _evaluate(self, x, gradient):
         ev = self.base.evaluate(x, gradient=gradient)
-        lq = self.initial.logpdf(x)
+        if gradient:
+            lq, gq = self.initial.logpdf_and_grad(x)
+        else:
+            lq = self.initial.logpdf(x)
         with np.errstate(invalid="ignore"):
             delta = ev.log_q0 + ev.delta - lq
         if not gradient:
             return Evaluation(lq, delta)
-        gq = self.initial.grad_logpdf(x)
         return Evaluation(lq, delta, gq, ev.grad_log_q0 + ev.grad_delta - gq)
 
 

@@ -44,6 +44,9 @@ PyTensor's stabilization would turn it back into ``softplus``:
   a scale parameter), where a tiny value's relative error would matter, is left alone. The
   gradient is not affected: it was formed from ``softplus`` (``sigmoid``) before this
   rewrite runs.
+- :func:`local_sigmoid_to_exp`: that gradient's ``sigmoid(x)`` → ``switch(x ≥ 0, 1, e) /
+  (1 + e)`` with the same ``e = exp(−|x|)``, so that a logistic density and its gradient
+  share one exponential per element (PyTensor's sigmoid computes its own).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from pytensor.tensor.math import sigmoid
 __all__ = [
     "checks_per_particle",
     "local_sigmoid_range_check",
+    "local_sigmoid_to_exp",
     "local_softplus_to_log_exp",
     "local_switch_neg_softplus",
     "simplify_logp_graph",
@@ -274,6 +278,27 @@ def local_softplus_to_log_exp(fgraph, node):
     return [out]
 
 
+@node_rewriter([pt.sigmoid])
+def local_sigmoid_to_exp(fgraph, node):
+    """``sigmoid(x)`` → ``switch(x ≥ 0, 1, e) / (1 + e)`` with ``e = exp(−|x|)``, float64.
+
+    The same ``exp(−|x|)`` as :func:`local_softplus_to_log_exp`'s, so that a logistic
+    log-density and its gradient (``sigmoid``, the derivative of ``softplus``) share one
+    exponential per element instead of two (about 17 % of a Sonar-sized logistic
+    regression's batched density-and-gradient call). Within a few ulp of
+    :func:`scipy.special.expit` (relative) wherever that result is a normal number, in
+    both tails; ``±inf`` → 1 and 0, NaN → NaN.
+    """
+    (x,) = node.inputs
+    if x.dtype != "float64" or node.outputs[0].dtype != "float64":
+        return None
+    e = pt.exp(-pt.abs(x))
+    out = pt.switch(pt.ge(x, 0.0), 1.0, e) / (1.0 + e)
+    if out.type.broadcastable != node.outputs[0].type.broadcastable:  # pragma: no cover
+        return None
+    return [out]
+
+
 #: Where :func:`with_fast_softplus` puts its rewrite in PyTensor's rewrite database: after
 #: canonicalize (1), stabilize (1.5), specialize (2) and uncanonicalize (3), before the
 #: add/mul flattening (48) and the elementwise fusion (49).
@@ -281,7 +306,8 @@ FAST_SOFTPLUS_POSITION = 47.5
 
 
 def with_fast_softplus(compile_kwargs: dict) -> dict:
-    """``compile_kwargs`` whose mode also runs :func:`local_softplus_to_log_exp`.
+    """``compile_kwargs`` whose mode also runs :func:`local_softplus_to_log_exp` and
+    :func:`local_sigmoid_to_exp`.
 
     The rewrite is registered in a copy of the mode (``compile_kwargs["mode"]``, or PyTensor's
     default) at :data:`FAST_SOFTPLUS_POSITION`; the linker is unchanged. A mode that cannot
@@ -300,7 +326,9 @@ def with_fast_softplus(compile_kwargs: dict) -> dict:
 
     try:
         mode = get_mode(compile_kwargs.get("mode"))
-        rewriter = in2out(local_softplus_to_log_exp, name="pymc_crais_fast_softplus")
+        rewriter = in2out(
+            local_softplus_to_log_exp, local_sigmoid_to_exp, name="pymc_crais_fast_softplus"
+        )
         mode = mode.register((rewriter, FAST_SOFTPLUS_POSITION))
     except Exception:  # pragma: no cover - a custom mode without a rewrite query
         return dict(compile_kwargs)

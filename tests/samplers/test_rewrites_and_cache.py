@@ -14,6 +14,7 @@ from scipy.special import expit
 from pymc_crais.samplers import compile as compile_mod
 from pymc_crais.samplers.compile import compile_model_density
 from pymc_crais.samplers.rewrites import (
+    local_sigmoid_to_exp,
     local_softplus_to_log_exp,
     simplify_logp_graph,
     with_fast_softplus,
@@ -115,6 +116,45 @@ def test_fast_softplus_matches_softplus_to_rounding():
     x32 = pt.vector("x32", dtype="float32")
     (same,) = rewrite_graph([pt.softplus(x32)], custom_rewrite=in2out(local_softplus_to_log_exp))
     assert _n_softplus(same) == 1
+
+
+def _n_exp(graph) -> int:
+    text = pytensor.printing.debugprint(graph, file="str", print_type=False)
+    return len(set(re.findall(r"\bexp \[id (\w+)\]", text))) + len(
+        set(re.findall(r"[Ss]igmoid \[id (\w+)\]", text))
+    )
+
+
+def test_fast_sigmoid_matches_expit_in_both_tails():
+    from pytensor.graph.rewriting.basic import in2out
+    from pytensor.graph.rewriting.utils import rewrite_graph
+
+    x = pt.vector("x")
+    (fast,) = rewrite_graph([pt.sigmoid(x)], custom_rewrite=in2out(local_sigmoid_to_exp))
+    # in a compilation the rewrite runs after stabilization, which would undo it
+    no_stabilize = pytensor.compile.mode.get_mode("NUMBA").excluding("canonicalize", "stabilize")
+    f = pytensor.function([x], fast, mode=no_stabilize)
+    assert "sigmoid" not in pytensor.printing.debugprint(f, file="str", print_type=False).lower()
+    rng = np.random.default_rng(0)
+    xv = np.concatenate([rng.normal(0, 3, 2000), rng.uniform(-700, 700, 2000), [0.0, -0.0, 1e-300]])
+    np.testing.assert_allclose(f(xv), expit(xv), rtol=4e-16, atol=0)
+    special = f(np.array([np.inf, -np.inf, np.nan, 800.0, -800.0]))
+    assert special[0] == 1.0 and special[1] == 0.0 and np.isnan(special[2])
+    assert special[3] == 1.0 and special[4] == 0.0
+    x32 = pt.vector("x32", dtype="float32")
+    (same,) = rewrite_graph([pt.sigmoid(x32)], custom_rewrite=in2out(local_sigmoid_to_exp))
+    assert "sigmoid" in pytensor.printing.debugprint(same, file="str", print_type=False).lower()
+
+
+def test_logistic_density_and_gradient_share_one_exponential():
+    """Bernoulli-logit's log-density and its gradient: one exp an element, not two."""
+    model, X, y = _logistic_model(n=30, d=2)
+    dens = compile_model_density(model)
+    assert _n_exp(dens._fn_grad.maker.fgraph) == 1
+    B = np.random.default_rng(3).normal(size=(7, 2)) * 5
+    _, g = _numpy_loglik(B, X, y)
+    ev = dens.evaluate(B, gradient=True)
+    np.testing.assert_allclose(ev.grad_delta, g, rtol=1e-13, atol=1e-13)
 
 
 @pytest.mark.parametrize("backend", ["numba", "c"])
