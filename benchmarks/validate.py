@@ -369,19 +369,13 @@ def size_class(case) -> str:
     return SPEED_TARGETS[2][0]
 
 
-def speed_table(recs: list[dict]) -> str:
-    """Defaults against defaults: wall-time ratio pm.sample_smc / ours, per case and sampler.
-
-    Only cases where both ran in the same store; the ratio includes compilation on both sides.
-    ``no worse`` is |error| <= max(|error of pm.sample_smc|, tolerance).
-    """
+def _speed_rows(recs: list[dict]) -> list[dict]:
+    """One row per (case, our sampler) that has a pm.sample_smc record in ``recs``."""
     from pymc_crais.validation import get_case
 
     by = {(r["case"], r["sampler"]): r for r in recs if r.get("status") == "ok"}
-    lines = ["| case | class (target) | sampler | wall s | pm wall s | speed-up | evals ratio "
-             "| error | pm error | no worse | meets target |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     targets = dict(SPEED_TARGETS)
+    rows = []
     for (case, s), r in by.items():
         pm = by.get((case, "pm_smc"))
         if s == "pm_smc" or pm is None:
@@ -391,13 +385,55 @@ def speed_table(recs: list[dict]) -> str:
         speed = pm["wall_s"] / r["wall_s"]
         tol = TOL[c.reference] + 3 * r.get("reference_mcse", 0.0)
         ok_err = abs(r["error"]) <= max(abs(pm["error"]), tol)
-        meets = ok_err and speed >= targets[cls]
+        rows.append({"case": case, "sampler": s, "cls": cls, "target": targets[cls], "r": r,
+                     "pm": pm, "speed": speed, "ok_err": ok_err,
+                     "meets": ok_err and speed >= targets[cls]})  # fmt: skip
+    return rows
+
+
+def speed_table(recs: list[dict]) -> str:
+    """Defaults against defaults: wall-time ratio pm.sample_smc / ours, per case and sampler.
+
+    Only cases where both ran in the same store; the ratio includes compilation on both sides.
+    ``no worse`` is |error| <= max(|error of pm.sample_smc|, tolerance).
+    """
+    lines = ["| case | class (target) | sampler | wall s | pm wall s | speed-up | evals ratio "
+             "| error | pm error | no worse | meets target |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for w in _speed_rows(recs):
+        r, pm = w["r"], w["pm"]
         lines.append(
-            f"| {case} | {cls} (≥{targets[cls]:g}×) | {LABELS[s]} | {r['wall_s']:.1f} | "
-            f"{pm['wall_s']:.1f} | {speed:.1f}× | {pm['evals'] / r['evals']:.2f} | "
-            f"{r['error']:+.3f} | {pm['error']:+.3f} | {'yes' if ok_err else 'NO'} | "
-            f"{'yes' if meets else 'NO'} |"
+            f"| {w['case']} | {w['cls']} (≥{w['target']:g}×) | {LABELS[w['sampler']]} | "
+            f"{r['wall_s']:.1f} | {pm['wall_s']:.1f} | {w['speed']:.1f}× | "
+            f"{pm['evals'] / r['evals']:.2f} | {r['error']:+.3f} | {pm['error']:+.3f} | "
+            f"{'yes' if w['ok_err'] else 'NO'} | {'yes' if w['meets'] else 'NO'} |"
         )
+    return "\n".join(lines)
+
+
+def speed_summary(recs: list[dict]) -> str:
+    """Per size class and sampler: cases, median and range of the speed-up, and the cases
+    that meet the target (the rest listed with their speed-up and wall times)."""
+    rows = _speed_rows(recs)
+    lines = ["| size class (target) | sampler | cases | median speed-up | range | meets target |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for cls, target in SPEED_TARGETS:
+        for s in dict.fromkeys(w["sampler"] for w in rows):
+            group = [w for w in rows if w["cls"] == cls and w["sampler"] == s]
+            if not group:
+                continue
+            sp = np.array([w["speed"] for w in group])
+            misses = [w for w in group if not w["meets"]]
+            met = f"{len(group) - len(misses)} of {len(group)}"
+            if misses and len(misses) <= 3:
+                met += "; not " + ", ".join(
+                    f"`{w['case']}` {w['speed']:.2f}× ({w['r']['wall_s']:.1f} s vs "
+                    f"{w['pm']['wall_s']:.1f} s)" for w in misses
+                )
+            lines.append(
+                f"| {cls} (≥ {target:g}×) | {LABELS[s]} | {len(group)} | "
+                f"{np.median(sp):.1f}× | {sp.min():.1f}–{sp.max():.1f}× | {met} |"
+            )
     return "\n".join(lines)
 
 
@@ -516,6 +552,8 @@ def main(argv=None):
     if args.speed:
         print()
         print(speed_table(recs))
+        print()
+        print(speed_summary(recs))
     if args.json:
         Path(args.json).write_text(json.dumps(recs, indent=1) + "\n")
 
