@@ -90,14 +90,14 @@ class _BisectionSchedule(Schedule):
         self.min_dtau, self.max_dtau = _check_dtau_bounds(lo, hi, (lo_name, hi_name))
         self.tol = float(tol)
 
-    def criterion(self, log_w: np.ndarray, incr: np.ndarray, ref=None) -> float:
-        """Positive while the step whose log-increments are ``incr`` is acceptable;
-        ``ref`` is :meth:`reference` of ``log_w`` (computed here when None)."""
+    def reference(self, log_w: np.ndarray):
+        """What :meth:`criterion` needs of ``log_w`` alone, computed once per bisection."""
         raise NotImplementedError
 
-    def reference(self, log_w: np.ndarray):
-        """What :meth:`criterion` needs of ``log_w`` alone: computed once per bisection
-        (None here)."""
+    def criterion(self, log_w: np.ndarray, incr: np.ndarray, ref) -> float:
+        """Non-negative while the step whose log-increments are ``incr`` is acceptable;
+        ``ref`` is :meth:`reference` of ``log_w``."""
+        raise NotImplementedError
 
     def next_tau(self, stage, tau, state, log_weights, path) -> float:
         log_w = clean_log_weights(log_weights)
@@ -142,9 +142,7 @@ class ESSSchedule(_BisectionSchedule):
     def reference(self, log_w):
         return np.log(self.rho) + _log_ess(log_w)
 
-    def criterion(self, log_w, incr, ref=None):
-        if ref is None:
-            ref = self.reference(log_w)
+    def criterion(self, log_w, incr, ref):
         return _log_ess(log_w + incr) - ref
 
 
@@ -158,10 +156,10 @@ class CESSSchedule(_BisectionSchedule):
     def reference(self, log_w):
         return log_w - logsumexp(log_w)
 
-    def criterion(self, log_w, incr, ref=None):
+    def criterion(self, log_w, incr, ref):
+        # ref: the normalized log-weights
         n = log_w.size
-        log_wn = self.reference(log_w) if ref is None else ref
-        log_cess = np.log(n) + 2.0 * logsumexp(log_wn + incr) - logsumexp(log_wn + 2.0 * incr)
+        log_cess = np.log(n) + 2.0 * logsumexp(ref + incr) - logsumexp(ref + 2.0 * incr)
         if not np.isfinite(log_cess):
             return -np.inf
         return log_cess - np.log(self.rho * n)

@@ -82,6 +82,15 @@ class GaussianInitial:
     def _log_norm(self) -> float:
         return -0.5 * self._log_det() - 0.5 * self.dim * np.log(2 * np.pi)
 
+    def _log_kernel(self, q: np.ndarray) -> np.ndarray:
+        """Log-density as a function of the squared whitened distance ``q = |z|²``."""
+        return -0.5 * q + self._log_norm()
+
+    def _grad_factor(self, q: np.ndarray):
+        """``−∇log q0 = factor · Σ⁻¹(x − mean)`` row by row: the factor given ``q`` (a
+        scalar, or a column that broadcasts over the rows)."""
+        return 1.0
+
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` exact draws."""
         return self.mean + rng.standard_normal((n, self.dim)) @ self._chol.T
@@ -89,7 +98,7 @@ class GaussianInitial:
     def logpdf(self, x: np.ndarray) -> np.ndarray:
         """Normalized log-density of every row of ``x``."""
         z = self._whiten(x)
-        return -0.5 * np.sum(z * z, axis=1) + self._log_norm()
+        return self._log_kernel(np.sum(z * z, axis=1))
 
     def grad_logpdf(self, x: np.ndarray) -> np.ndarray:
         """Gradient of :meth:`logpdf`."""
@@ -98,7 +107,8 @@ class GaussianInitial:
     def logpdf_and_grad(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`logpdf` and :meth:`grad_logpdf` of every row of ``x``, whitening once."""
         z = self._whiten(x)
-        return -0.5 * np.sum(z * z, axis=1) + self._log_norm(), -(z @ self._chol_inv)
+        q = np.sum(z * z, axis=1)
+        return self._log_kernel(q), -self._grad_factor(q) * (z @ self._chol_inv)
 
 
 @dataclass(frozen=True)
@@ -131,16 +141,11 @@ class StudentTInitial(GaussianInitial):
             - 0.5 * self._log_det()
         )
 
-    def logpdf(self, x):
-        z = self._whiten(x)
-        q = np.sum(z * z, axis=1)
+    def _log_kernel(self, q):
         return self._log_norm() - 0.5 * (self.df + self.dim) * np.log1p(q / self.df)
 
-    def logpdf_and_grad(self, x):
-        z = self._whiten(x)
-        q = np.sum(z * z, axis=1)
-        lq = self._log_norm() - 0.5 * (self.df + self.dim) * np.log1p(q / self.df)
-        return lq, -((self.df + self.dim) / (self.df + q))[:, None] * (z @ self._chol_inv)
+    def _grad_factor(self, q):
+        return ((self.df + self.dim) / (self.df + q))[:, None]
 
 
 @dataclass
