@@ -201,7 +201,7 @@ def demo(args) -> int:
 DESCRIPTION = """\
 pymc_crais: evidence (marginal likelihood) estimation for PyMC models by annealed
 importance sampling (AIS, constant-rate AIS, SMC, CR-SMC, RTS). The library is used from
-Python (import pymc_crais as pmc; pmc.sample_crais(...)); this command runs its demo.
+Python (import pymc_crais as pmc; pmc.sample_smc()); this command runs its demo.
 """
 
 EPILOG = """\
