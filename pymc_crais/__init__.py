@@ -1,7 +1,14 @@
 """pymc_crais: evidence (marginal likelihood) estimation for PyMC models by annealing.
 
+Start with ``pmc.sample_smc()`` and no options: on the validation suite its defaults are
+right or flagged on every model, and it is the fastest sampler here (README, "Which
+sampler to call").
+
 Public API
 ----------
+sample_smc
+    Tempered SMC (ESS, CESS, constant-rate = CR-SMC, fixed) with pm.sample_smc's signature;
+    the default choice.
 sample_ais
     Annealed importance sampling on a fixed or adaptive (ESS/CESS) schedule.
 sample_crais
@@ -10,8 +17,6 @@ sample_rts
     Rao-Blackwellized tempered sampling (RTS), with thermodynamic integration from its draws.
 sample_mcd
     Learned unadjusted annealing: Monte Carlo Diffusion, ULA or UHA AIS.
-sample_smc
-    Tempered SMC (ESS, CESS, constant-rate = CR-SMC, fixed) with pm.sample_smc's signature.
 CRAIS, CRSMC, BatchedSMC
     Drop-in kernels for ``pm.sample_smc(kernel=...)`` (CR-AIS, CR-SMC, ESS tempering).
 log_marginal_likelihood
