@@ -5,6 +5,13 @@ of the model's forward graph ``n`` times (hierarchical shapes included: a ``shap
 vector whose scale is another variable) and batches the forward transforms. One compiled
 call draws the whole population. Custom ``initval``s are ignored on purpose: ``q0`` must be the prior for the
 evidence to be right (PyMC's own SMC puts every particle on the initval instead).
+
+Random variables that PyTensor's Numba backend can only run in object mode are first
+replaced by an equivalent one it compiles natively (:func:`native_draws`): PyMC's
+``DiscreteUniform`` draws through ``scipy.stats.randint``, which Numba wraps anew at every
+compilation (about 1.5 s a call of a switchpoint model, and a ``UserWarning`` each time);
+``integers(lower, upper + 1)`` draws from the same distribution and compiles once, into
+PyTensor's cache.
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ import warnings
 
 import numpy as np
 import pytensor.tensor as pt
+import pytensor.tensor.random.basic as ptr
+from pytensor.graph.fg import FunctionGraph
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.tensor.random.type import RandomGeneratorType
 
 from ..warnings import user_stacklevel
@@ -26,7 +36,64 @@ from .compile import (
 )
 from .vectorize import vectorize_random_graph
 
-__all__ = ["PriorSampler", "prior_sampler"]
+__all__ = ["PriorSampler", "native_draws", "prior_sampler"]
+
+
+def _discrete_uniform_op():
+    """PyMC's ``DiscreteUniformRV`` op type, or None if this PyMC has none."""
+    try:
+        from pymc.distributions.discrete import DiscreteUniformRV
+    except ImportError:  # pragma: no cover - a PyMC without it
+        return None
+    return DiscreteUniformRV
+
+
+def _local_discrete_uniform_to_integers(fgraph, node):
+    """``discrete_uniform(lower, upper)`` → ``integers(ceil(lower), floor(upper) + 1)``: the
+    same distribution, uniform on the integers of ``[lower, upper]`` (the support of its
+    log-density; bounds may be given as floats), with the same generator input, and a draw
+    that Numba and JAX compile natively."""
+    rng, size, lower, upper = node.inputs
+    low = pt.cast(pt.ceil(lower), "int64")
+    high = pt.cast(pt.floor(upper), "int64") + 1
+    new = ptr.integers.make_node(rng, size, low, high)
+    if new.outputs[1].type.dtype != node.outputs[1].type.dtype:  # pragma: no cover
+        return None
+    return new.outputs
+
+
+_NATIVE_DRAW_REWRITES = ((_discrete_uniform_op, _local_discrete_uniform_to_integers),)
+"""(a function returning the op type to replace, or None; its node rewriter)."""
+
+
+def native_draws(outputs: list) -> list:
+    """``outputs`` (a random graph) with every random variable that has a natively compiled
+    equivalent replaced by it (see the module docstring). The graph is cloned, its inputs
+    (the shared random generators among them) are kept; a graph without such variables is
+    returned as it is.
+
+    Parameters
+    ----------
+    outputs : list of pytensor.tensor.TensorVariable
+
+    Returns
+    -------
+    list of pytensor.tensor.TensorVariable
+    """
+    from pytensor.graph.traversal import applys_between
+
+    outputs = list(outputs)
+    present = {type(n.op) for n in applys_between([], outputs)}
+    rewriters = []
+    for op_type, rewrite in _NATIVE_DRAW_REWRITES:
+        cls = op_type()
+        if cls is not None and any(issubclass(t, cls) for t in present):
+            rewriters.append(node_rewriter([cls])(rewrite))
+    if not rewriters:
+        return outputs
+    fgraph = FunctionGraph(outputs=outputs, clone=True, copy_inputs=False)
+    in2out(*rewriters, name="pymc_crais_native_draws").rewrite(fgraph)
+    return list(fgraph.outputs)
 
 
 def prior_sampler(
@@ -74,7 +141,7 @@ class PriorSampler:
             outs.append(pt.as_tensor_variable(val).astype("float64"))
         self.vectorized = True
         try:
-            batched = vectorize_random_graph(outs, batch_shape=(n,))
+            batched = native_draws(vectorize_random_graph(outs, batch_shape=(n,)))
             x = pt.concatenate([b.reshape((n, -1)) for b in batched], axis=1)
             self._fn = reproducible_compile([n], x, **resolve_compile_kwargs(None, compile_kwargs))
             self._fn(2)
@@ -86,7 +153,7 @@ class PriorSampler:
                 stacklevel=user_stacklevel(),
             )
             self.vectorized = False
-            flat = pt.concatenate([o.reshape((-1,)) for o in outs])
+            flat = pt.concatenate([o.reshape((-1,)) for o in native_draws(outs)])
             self._fn = reproducible_compile([], flat, **resolve_compile_kwargs(None, compile_kwargs))
         self._rng_vars = [
             v for v in self._fn.get_shared() if isinstance(v.type, RandomGeneratorType)

@@ -156,3 +156,58 @@ def test_suite_normal_inverse_gamma_cases_do_not_fall_back(case):
         warnings.simplefilter("error", PerParticleFallbackWarning)
         assert compile_model_density(model).vectorized
         assert PriorSampler(model, parameter_layout(model)).vectorized
+
+
+def _discrete_uniform_model(lower, upper):
+    with pm.Model() as model:
+        k = pm.DiscreteUniform("k", lower, upper)
+        pm.Normal("y", k, 10.0, observed=[3.0, 4.0])
+    return model
+
+
+def test_discrete_uniform_draws_compile_natively_with_the_same_bits():
+    """DiscreteUniform (PyMC draws it through scipy.stats.randint, which Numba runs in object
+    mode, recompiled at every compilation, with a UserWarning) is drawn by ``integers``: no
+    warning, every integer of [lower, upper] equally often, and the very bits of the
+    original graph's draws (both end in ``Generator.integers``)."""
+    import pytensor
+
+    from pymc_crais.samplers.prior import native_draws
+
+    model = _discrete_uniform_model(-2.0, 7.0)  # float bounds, as in the coal switchpoint
+    layout = parameter_layout(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Numba's object-mode UserWarning included
+        sampler = PriorSampler(model, layout)
+    assert sampler.vectorized
+    x = sampler.draw(np.random.default_rng(0), 20_000)
+    k = np.round(x[:, 0]).astype(int)
+    values, counts = np.unique(k, return_counts=True)
+    assert values.tolist() == list(range(-2, 8))
+    assert stats.chisquare(counts).pvalue > ALPHA
+
+    # the same bits as the graph before the rewrite, compiled without Numba
+    rv = model.free_RVs[0]
+    rewritten = native_draws([rv])[0]
+    assert "integers" in str(rewritten.owner.op)
+    rng = rv.owner.inputs[0]
+    draws = {}
+    for name, out in (("original", rv), ("native", rewritten)):
+        fn = pytensor.function([], out, mode="FAST_COMPILE")
+        (fn_rng,) = [v for v in fn.get_shared() if v is rng]
+        draws[name] = []
+        for seed in range(50):
+            fn_rng.set_value(np.random.default_rng(seed), borrow=True)
+            draws[name].append(int(fn()))
+    assert draws["original"] == draws["native"]
+    assert len(set(draws["native"])) > 5
+
+
+def test_native_draws_leave_other_graphs_alone():
+    from pymc_crais.samplers.prior import native_draws
+
+    with pm.Model() as model:
+        pm.Normal("a")
+        pm.Poisson("c", 3.0)
+    outs = list(model.free_RVs)
+    assert native_draws(outs) == outs
