@@ -16,7 +16,9 @@ drawn for the whole batch:
   ``size``, or the parameters' broadcast batch shape when it had none).
 
 PyMC's symbolic random variables (``ZeroSumNormal``, ``LKJCholeskyCov``, ``Truncated``...)
-are rebuilt the same way through their ``rebuild_rv``. Every other node whose inputs became
+are rebuilt the same way through their ``rebuild_rv``. One that PyMC cannot rebuild
+(``LogitNormal``, the zero-inflated and other mixtures) is replaced by its inner graph,
+whose ordinary random variables are then batched as above. Every other node whose inputs became
 batched is batched by PyTensor's own rule for its Op, one node at a time; nodes that depend
 on nothing random are kept as they are.
 """
@@ -62,14 +64,37 @@ def vectorize_random_graph(outputs: Sequence[Variable], batch_shape: Sequence) -
     outputs = list(outputs)
     batch = pt.as_tensor_variable([pt.as_tensor_variable(b).astype("int64") for b in batch_shape])
     batched: dict = {}
+    _vectorize_into(outputs, batch, len(batch_shape), batched)
+    return [batched.get(out, out) for out in outputs]
+
+
+def _vectorize_into(outputs: list, batch, n_batch: int, batched: dict) -> None:
+    """Batch every node that ``outputs`` depend on, recording ``old → new`` in ``batched``
+    (which may already hold the batched versions of some inputs)."""
     for node in toposort(outputs):
+        if all(out in batched for out in node.outputs):
+            continue
         new_inputs = [batched.get(inp, inp) for inp in node.inputs]
         if is_random_node(node):
-            new_node = batched_random_node(node, new_inputs, batch)
-            out, new_out = node.default_output(), new_node.default_output()
-            if new_out.type.ndim != out.type.ndim + len(batch_shape):
-                raise NotImplementedError(f"{node} could not be drawn for the batch")
-            new_outputs = new_node.outputs
+            try:
+                new_node = batched_random_node(node, new_inputs, batch)
+            except (NotImplementedError, TypeError):
+                if not _inlinable(node):
+                    raise
+                # a symbolic random variable PyMC cannot rebuild (LogitNormal, the zero-
+                # inflated mixtures): its inner graph of ordinary random variables instead
+                inner = inlined_outputs(node)
+                _vectorize_into(inner, batch, n_batch, batched)
+                new_outputs = [batched.get(i, i) for i in inner]
+                if new_outputs[_default_index(node)].type.ndim != (
+                    node.default_output().type.ndim + n_batch
+                ):
+                    raise NotImplementedError(f"{node} could not be drawn for the batch") from None
+            else:
+                out, new_out = node.default_output(), new_node.default_output()
+                if new_out.type.ndim != out.type.ndim + n_batch:
+                    raise NotImplementedError(f"{node} could not be drawn for the batch")
+                new_outputs = new_node.outputs
         elif any(new is not old for new, old in zip(new_inputs, node.inputs, strict=True)):
             # PyTensor's rule for this Op, applied to this node alone
             new_outputs = vectorize_graph(
@@ -79,7 +104,31 @@ def vectorize_random_graph(outputs: Sequence[Variable], batch_shape: Sequence) -
             continue  # depends on nothing random: kept as it is
         for out, new in zip(node.outputs, new_outputs, strict=True):
             batched[out] = new
-    return [batched.get(out, out) for out in outputs]
+
+
+def _inlinable(node: Apply) -> bool:
+    """Whether ``node``'s op carries its own inner graph (an ``OpFromGraph``)."""
+    from pytensor.compile.builders import OpFromGraph
+
+    return isinstance(node.op, OpFromGraph)
+
+
+def _default_index(node: Apply) -> int:
+    return node.outputs.index(node.default_output())
+
+
+def inlined_outputs(node: Apply) -> list[Variable]:
+    """The outputs of ``node`` (an ``OpFromGraph``) as its inner graph, written on the
+    node's own inputs: the same random draws, from the same generators, made by the
+    ordinary random variables inside."""
+    from pytensor.graph.replace import clone_replace
+
+    fgraph = node.op.fgraph
+    if hasattr(fgraph, "unfreeze"):  # PyTensor keeps inner graphs frozen (immutable)
+        fgraph = fgraph.unfreeze()
+    return clone_replace(
+        list(fgraph.outputs), replace=dict(zip(fgraph.inputs, node.inputs, strict=True))
+    )
 
 
 def is_random_node(node: Apply) -> bool:
