@@ -171,6 +171,11 @@ class InitialReweightedDensity(BatchedDensity):
         return Evaluation(lq, delta, gq, ev.grad_log_q0 + ev.grad_delta - gq)
 
 
+MAX_SLOPE = 1.0
+"""A Laplace fit whose log-density still rises by more than this many nats over one
+posterior standard deviation (:attr:`LaplaceFit.slope`) did not stop at a mode."""
+
+
 @dataclass(frozen=True)
 class LaplaceFit:
     """Mode and covariance (inverse negative Hessian) of ``log prior + ℓ``."""
@@ -181,6 +186,11 @@ class LaplaceFit:
     n_evals: int
     converged: bool
     n_nonconcave: int = 0  # Hessian eigenvalues floored: no interior mode in these directions
+    slope: float = 0.0
+    """``sqrt(gᵀ cov g)`` for the gradient ``g`` at ``mode``: how many nats the log-density
+    still rises over one posterior standard deviation along it (0 at a stationary point;
+    L-BFGS also stops where its line search cannot make progress, e.g. at a hard boundary
+    of the support)."""
 
     def log_evidence(self) -> float:
         """The Laplace approximation of ``log Z`` (a cheap, biased reference)."""
@@ -242,13 +252,19 @@ def laplace_fit(density: BatchedDensity, x0: np.ndarray, *, fd_step: float = 1e-
     n_nonconcave = int(np.sum(w < floor))
     w = np.maximum(w, floor)  # a flat or non-concave direction gets a wide variance
     cov = (v / w) @ v.T
+    cov = 0.5 * (cov + cov.T)
+    g_mode = -np.asarray(res.jac, dtype=np.float64)  # the log-density's gradient at the mode
+    slope = np.inf
+    if np.all(np.isfinite(g_mode)):
+        slope = float(np.sqrt(max(g_mode @ cov @ g_mode, 0.0)))
     return LaplaceFit(
         mode,
-        0.5 * (cov + cov.T),
+        cov,
         float(-res.fun),
         int(density.n_evals - before),
         bool(res.success),
         n_nonconcave,
+        slope,
     )
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.initial import StudentTInitial, laplace_fit, search_modes
+from ..core.initial import MAX_SLOPE, StudentTInitial, laplace_fit, search_modes
 from ..tail_stats import KHAT_THRESHOLD, pareto_khat
 
 __all__ = [
@@ -101,12 +101,18 @@ def _pilot_khat(model_density, q0, rng, n) -> float:
 
 
 def fit_problems(fit) -> list[str]:
-    """Why a Laplace fit is no usable Gaussian (empty: usable): not converged, a mode or
+    """Why a Laplace fit is no usable Gaussian (empty: usable): not converged, stopped where
+    the log-density still rises (``fit.slope`` above :data:`MAX_SLOPE`), a mode or
     covariance that is not finite, a coordinate beyond :data:`MAX_ABS_COORDINATE`, or a
     non-concave Hessian direction."""
     out = []
     if not fit.converged:
         out.append("the optimizer did not converge")
+    elif fit.slope > MAX_SLOPE:
+        out.append(
+            f"the optimizer stopped where the log-density still rises ({fit.slope:.3g} nats "
+            "per posterior standard deviation): not at a mode (a hard boundary of the support?)"
+        )
     if not (np.isfinite(fit.log_density_at_mode) and np.all(np.isfinite(fit.mode))):
         out.append("the mode is not finite")
     elif np.max(np.abs(fit.mode)) > MAX_ABS_COORDINATE:
@@ -163,7 +169,7 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     except FloatingPointError:
         return done("prior", "the Hessian at the mode is not finite")
     attrs.update(laplace_converged=fit.converged, laplace_n_nonconcave=fit.n_nonconcave,
-                 laplace_log_evidence=fit.log_evidence())  # fmt: skip
+                 laplace_slope=fit.slope, laplace_log_evidence=fit.log_evidence())  # fmt: skip
     problems = fit_problems(fit)
     if problems:
         return done("prior", "; ".join(problems))

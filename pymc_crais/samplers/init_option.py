@@ -124,6 +124,7 @@ def build_initial(
             "init_df": getattr(q0, "df", np.inf),
             "laplace_converged": fit.converged,
             "laplace_n_nonconcave": fit.n_nonconcave,
+            "laplace_slope": fit.slope,
             "laplace_log_evidence": fit.log_evidence(),
             "n_logp_evals_laplace": fit.n_evals,
         }

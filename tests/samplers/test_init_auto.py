@@ -209,3 +209,41 @@ def test_auto_is_reproducible(regression):
     b = pmc.sample_ais(random_seed=5, **kw)
     assert a.attrs["init_pareto_k"] == b.attrs["init_pareto_k"]
     np.testing.assert_array_equal(a.posterior["beta"], b.posterior["beta"])
+
+
+def _bounded_without_transform():
+    """A uniform probability left on (0, 1) without its transform, binomial data: the
+    log-density is ``-inf`` off the support, and L-BFGS's first unit step leaves it, so the
+    optimizer stops where it started (0.5; the mode is 0.7). Exact ``log Z``: the beta-binomial
+    ``log C(10, 7) + log B(8, 4)``."""
+    from scipy.special import betaln, gammaln
+
+    with pm.Model() as model:
+        p = pm.Uniform("p", 0.0, 1.0, default_transform=None)
+        pm.Binomial("y", 10, p, observed=7)
+    log_z = gammaln(11) - gammaln(8) - gammaln(4) + betaln(8, 4)
+    return model, float(log_z)
+
+
+def test_laplace_fit_that_stopped_on_a_slope_is_rejected(regression):
+    model, _ = _bounded_without_transform()
+    auto = _choose(model)
+    assert auto.choice == "prior"
+    assert "still rises" in auto.reason
+    assert auto.attrs["laplace_slope"] > 1.0
+    # a fit that reached its mode has no slope to speak of
+    assert _choose(regression.model).attrs["laplace_slope"] < 1e-3
+
+
+def test_bounded_model_without_transform_is_right_and_unflagged():
+    import warnings
+
+    model, log_z = _bounded_without_transform()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pmc.UnreliableEvidenceWarning)
+        idata = pmc.sample_smc(model=model, draws=1000, random_seed=3, **QUICK)
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert abs(value - log_z) < 4 * mcse + 0.02
+    # forcing the fit flags the run, and says why
+    with pytest.warns(pmc.UnreliableEvidenceWarning, match="still rises"):
+        pmc.sample_smc(model=model, draws=300, init="laplace", random_seed=3, **QUICK)
