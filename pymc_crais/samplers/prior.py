@@ -21,8 +21,7 @@ import warnings
 import numpy as np
 import pytensor.tensor as pt
 import pytensor.tensor.random.basic as ptr
-from pytensor.graph.fg import FunctionGraph
-from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.tensor.random.type import RandomGeneratorType
 
 from ..warnings import user_stacklevel
@@ -34,6 +33,7 @@ from .compile import (
     resolve_compile_kwargs,
     uses_jax,
 )
+from .rewrites import apply_node_rewriters
 from .vectorize import vectorize_random_graph
 
 __all__ = ["PriorSampler", "native_draws", "prior_sampler"]
@@ -67,18 +67,12 @@ _NATIVE_DRAW_REWRITES = ((_discrete_uniform_op, _local_discrete_uniform_to_integ
 
 
 def native_draws(outputs: list) -> list:
-    """``outputs`` (a random graph) with every random variable that has a natively compiled
-    equivalent replaced by it (see the module docstring). The graph is cloned, its inputs
-    (the shared random generators among them) are kept; a graph without such variables is
-    returned as it is.
+    """A random graph with every random variable that has a natively compiled equivalent
+    (see the module docstring) replaced by it.
 
-    Parameters
-    ----------
-    outputs : list of pytensor.tensor.TensorVariable
-
-    Returns
-    -------
-    list of pytensor.tensor.TensorVariable
+    The graph is cloned and its inputs, the shared random generators among them, are kept;
+    a graph without such variables is returned as it is. ``outputs`` and the result are
+    lists of PyTensor variables.
     """
     from pytensor.graph.traversal import applys_between
 
@@ -91,9 +85,7 @@ def native_draws(outputs: list) -> list:
             rewriters.append(node_rewriter([cls])(rewrite))
     if not rewriters:
         return outputs
-    fgraph = FunctionGraph(outputs=outputs, clone=True, copy_inputs=False)
-    in2out(*rewriters, name="pymc_crais_native_draws").rewrite(fgraph)
-    return list(fgraph.outputs)
+    return apply_node_rewriters(outputs, rewriters, "pymc_crais_native_draws")
 
 
 def prior_sampler(

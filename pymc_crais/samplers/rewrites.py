@@ -205,9 +205,16 @@ def checks_per_particle(outputs: list, check_bounds: bool = True) -> list:
     outputs = list(outputs)
     if not any(isinstance(n.op, CheckParameterValue) for n in applys_between([], outputs)):
         return outputs
-    fgraph = FunctionGraph(outputs=outputs, clone=True, copy_inputs=False)
     rewrite = local_check_parameter_to_ninf_switch if check_bounds else local_remove_check_parameter
-    in2out(rewrite, name="pymc_crais_checks").rewrite(fgraph)
+    return apply_node_rewriters(outputs, [rewrite], "pymc_crais_checks")
+
+
+def apply_node_rewriters(outputs: list, rewriters: list, name: str) -> list:
+    """``outputs`` with the node ``rewriters`` applied (one inputs-to-outputs walk) on a
+    clone of their graph, so the model's own graph is not touched; the graph's inputs
+    (data, shared random generators) are kept."""
+    fgraph = FunctionGraph(outputs=list(outputs), clone=True, copy_inputs=False)
+    in2out(*rewriters, name=name).rewrite(fgraph)
     return list(fgraph.outputs)
 
 
