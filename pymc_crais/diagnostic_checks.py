@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core.initial import MAX_SLOPE
+from .core.initial import slope_problem
 from .tail_stats import KHAT_THRESHOLD, chain_agreement, heavy_tail_factor, pareto_khat
 
 __all__ = ["COLUMNS", "Problem", "chain_row", "find_problems"]
@@ -132,11 +132,8 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
         start = []
         if not bool(attrs.get("laplace_converged", True)):
             start.append("the optimizer did not converge")
-        elif float(attrs.get("laplace_slope", 0.0) or 0.0) > MAX_SLOPE:
-            start.append(
-                f"the optimizer stopped where the log-density still rises "
-                f"({float(attrs['laplace_slope']):.3g} nats per posterior standard deviation)"
-            )
+        elif problem := slope_problem(float(attrs.get("laplace_slope", 0.0) or 0.0)):
+            start.append(problem)
         if int(attrs.get("laplace_n_nonconcave", 0) or 0) > 0:
             start.append(
                 f"the Hessian has {int(attrs['laplace_n_nonconcave'])} non-concave direction(s) "

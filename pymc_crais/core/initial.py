@@ -176,6 +176,16 @@ MAX_SLOPE = 1.0
 posterior standard deviation (:attr:`LaplaceFit.slope`) did not stop at a mode."""
 
 
+def slope_problem(slope: float) -> str | None:
+    """Why a fit with this :attr:`LaplaceFit.slope` is not at a mode, or None if it is."""
+    if not slope > MAX_SLOPE:
+        return None
+    return (
+        f"the optimizer stopped where the log-density still rises ({slope:.3g} nats per "
+        "posterior standard deviation): not at a mode (a hard boundary of the support?)"
+    )
+
+
 @dataclass(frozen=True)
 class LaplaceFit:
     """Mode and covariance (inverse negative Hessian) of ``log prior + ℓ``."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.initial import MAX_SLOPE, StudentTInitial, laplace_fit, search_modes
+from ..core.initial import StudentTInitial, laplace_fit, search_modes, slope_problem
 from ..tail_stats import KHAT_THRESHOLD, pareto_khat
 
 __all__ = [
@@ -102,17 +102,14 @@ def _pilot_khat(model_density, q0, rng, n) -> float:
 
 def fit_problems(fit) -> list[str]:
     """Why a Laplace fit is no usable Gaussian (empty: usable): not converged, stopped where
-    the log-density still rises (``fit.slope`` above :data:`MAX_SLOPE`), a mode or
+    the log-density still rises (:func:`~pymc_crais.core.initial.slope_problem`), a mode or
     covariance that is not finite, a coordinate beyond :data:`MAX_ABS_COORDINATE`, or a
     non-concave Hessian direction."""
     out = []
     if not fit.converged:
         out.append("the optimizer did not converge")
-    elif fit.slope > MAX_SLOPE:
-        out.append(
-            f"the optimizer stopped where the log-density still rises ({fit.slope:.3g} nats "
-            "per posterior standard deviation): not at a mode (a hard boundary of the support?)"
-        )
+    elif problem := slope_problem(fit.slope):
+        out.append(problem)
     if not (np.isfinite(fit.log_density_at_mode) and np.all(np.isfinite(fit.mode))):
         out.append("the mode is not finite")
     elif np.max(np.abs(fit.mode)) > MAX_ABS_COORDINATE:

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 import pytensor.tensor as pt
 import pytensor.tensor.random.basic as ptr
+from pymc.distributions.discrete import DiscreteUniformRV
 from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.tensor.random.type import RandomGeneratorType
 
@@ -39,31 +40,20 @@ from .vectorize import vectorize_random_graph
 __all__ = ["PriorSampler", "native_draws", "prior_sampler"]
 
 
-def _discrete_uniform_op():
-    """PyMC's ``DiscreteUniformRV`` op type, or None if this PyMC has none."""
-    try:
-        from pymc.distributions.discrete import DiscreteUniformRV
-    except ImportError:  # pragma: no cover - a PyMC without it
-        return None
-    return DiscreteUniformRV
-
-
-def _local_discrete_uniform_to_integers(fgraph, node):
+@node_rewriter([DiscreteUniformRV])
+def local_discrete_uniform_to_integers(fgraph, node):
     """``discrete_uniform(lower, upper)`` → ``integers(ceil(lower), floor(upper) + 1)``: the
     same distribution, uniform on the integers of ``[lower, upper]`` (the support of its
     log-density; bounds may be given as floats), with the same generator input, and a draw
-    that Numba and JAX compile natively."""
+    that Numba and JAX compile natively (both ``int64``)."""
     rng, size, lower, upper = node.inputs
     low = pt.cast(pt.ceil(lower), "int64")
     high = pt.cast(pt.floor(upper), "int64") + 1
-    new = ptr.integers.make_node(rng, size, low, high)
-    if new.outputs[1].type.dtype != node.outputs[1].type.dtype:  # pragma: no cover
-        return None
-    return new.outputs
+    return ptr.integers.make_node(rng, size, low, high).outputs
 
 
-_NATIVE_DRAW_REWRITES = ((_discrete_uniform_op, _local_discrete_uniform_to_integers),)
-"""(a function returning the op type to replace, or None; its node rewriter)."""
+NATIVE_DRAWS = {DiscreteUniformRV: local_discrete_uniform_to_integers}
+"""Random variable type → the node rewriter that draws it natively."""
 
 
 def native_draws(outputs: list) -> list:
@@ -78,11 +68,7 @@ def native_draws(outputs: list) -> list:
 
     outputs = list(outputs)
     present = {type(n.op) for n in applys_between([], outputs)}
-    rewriters = []
-    for op_type, rewrite in _NATIVE_DRAW_REWRITES:
-        cls = op_type()
-        if cls is not None and any(issubclass(t, cls) for t in present):
-            rewriters.append(node_rewriter([cls])(rewrite))
+    rewriters = [r for cls, r in NATIVE_DRAWS.items() if any(issubclass(t, cls) for t in present)]
     if not rewriters:
         return outputs
     return apply_node_rewriters(outputs, rewriters, "pymc_crais_native_draws")

@@ -73,28 +73,13 @@ def _vectorize_into(outputs: list, batch, n_batch: int, batched: dict) -> None:
     (which may already hold the batched versions of some inputs)."""
     for node in toposort(outputs):
         if all(out in batched for out in node.outputs):
-            continue
+            continue  # batched already (an inner graph's walk passes its node's ancestors)
         new_inputs = [batched.get(inp, inp) for inp in node.inputs]
         if is_random_node(node):
-            try:
-                new_node = batched_random_node(node, new_inputs, batch)
-            except (NotImplementedError, TypeError):
-                if not _inlinable(node):
-                    raise
-                # a symbolic random variable PyMC cannot rebuild (LogitNormal, the zero-
-                # inflated mixtures): its inner graph of ordinary random variables instead
-                inner = inlined_outputs(node)
-                _vectorize_into(inner, batch, n_batch, batched)
-                new_outputs = [batched.get(i, i) for i in inner]
-                if new_outputs[_default_index(node)].type.ndim != (
-                    node.default_output().type.ndim + n_batch
-                ):
-                    raise NotImplementedError(f"{node} could not be drawn for the batch") from None
-            else:
-                out, new_out = node.default_output(), new_node.default_output()
-                if new_out.type.ndim != out.type.ndim + n_batch:
-                    raise NotImplementedError(f"{node} could not be drawn for the batch")
-                new_outputs = new_node.outputs
+            new_outputs = _batched_random_outputs(node, new_inputs, batch, n_batch, batched)
+            i = node.outputs.index(node.default_output())
+            if new_outputs[i].type.ndim != node.outputs[i].type.ndim + n_batch:
+                raise NotImplementedError(f"{node} could not be drawn for the batch")
         elif any(new is not old for new, old in zip(new_inputs, node.inputs, strict=True)):
             # PyTensor's rule for this Op, applied to this node alone
             new_outputs = vectorize_graph(
@@ -106,15 +91,20 @@ def _vectorize_into(outputs: list, batch, n_batch: int, batched: dict) -> None:
             batched[out] = new
 
 
-def _inlinable(node: Apply) -> bool:
-    """Whether ``node``'s op carries its own inner graph (an ``OpFromGraph``)."""
+def _batched_random_outputs(node: Apply, new_inputs: list, batch, n_batch: int, batched: dict):
+    """The outputs of the random ``node`` drawn for the batch: rebuilt on its batched inputs
+    or, for a symbolic random variable PyMC cannot rebuild (``LogitNormal``, the zero-inflated
+    mixtures), from its inner graph of ordinary random variables, batched in turn."""
     from pytensor.compile.builders import OpFromGraph
 
-    return isinstance(node.op, OpFromGraph)
-
-
-def _default_index(node: Apply) -> int:
-    return node.outputs.index(node.default_output())
+    try:
+        return batched_random_node(node, new_inputs, batch).outputs
+    except (NotImplementedError, TypeError):
+        if not isinstance(node.op, OpFromGraph):
+            raise
+    inner = inlined_outputs(node)
+    _vectorize_into(inner, batch, n_batch, batched)
+    return [batched.get(i, i) for i in inner]
 
 
 def inlined_outputs(node: Apply) -> list[Variable]:
