@@ -276,11 +276,11 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
     )
     if problems:
         level = user_stacklevel() if stacklevel is None else stacklevel
-        warnings.warn(_warning_text(problems), UnreliableEvidenceWarning, stacklevel=level)
+        warnings.warn(warning_text(problems), UnreliableEvidenceWarning, stacklevel=level)
     return diagnosis
 
 
-def _warning_text(problems: list[Problem]) -> str:
+def warning_text(problems: list[Problem]) -> str:
     head = "the evidence estimate or its error bar is unreliable: " + ", ".join(
         sorted({p.check for p in problems})
     )

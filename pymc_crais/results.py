@@ -307,12 +307,10 @@ def _warn_kernel_problems(view) -> None:
     workers (whose warnings may not reach the user); the run-level checks (pooled k̂, the
     chains' agreement) are only possible here. Warn once with every failed check, except
     the chains' disagreement, which has its own warning."""
-    from .diagnostics import problems_of
+    from .diagnostics import problems_of, warning_text
 
     problems = [p for p in problems_of(view) if p.check != "chains"]
     if problems:
-        from .diagnostics import _warning_text
-
         warnings.warn(
-            _warning_text(problems), UnreliableEvidenceWarning, stacklevel=user_stacklevel()
+            warning_text(problems), UnreliableEvidenceWarning, stacklevel=user_stacklevel()
         )

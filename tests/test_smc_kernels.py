@@ -150,3 +150,22 @@ def test_drop_in_on_a_discrete_model():
         assert idata["posterior"]["k"].values.dtype.kind == "i"
         with pytest.raises(ValueError, match="rwmh"):
             pm.sample_smc(draws=50, kernel=pmc.BatchedSMC, mutation="hmc", chains=1, **PM)
+
+
+def test_a_drop_in_chain_is_a_chain_of_our_sampler():
+    """Driven by PyMC's loop, a BatchedSMC chain is the same bits as the chain that
+    pmc.sample_smc runs with the same plan seed and chain generator."""
+    from pymc_crais.samplers.anneal_chain import run_anneal_chain
+    from pymc_crais.samplers.smc import plan_smc
+
+    case = em.normal_mean()
+    kernel = pmc.BatchedSMC(draws=200, model=case.model, random_seed=3)
+    kernel.initialize(None, np.random.default_rng(9))
+    while kernel.beta < 1:
+        kernel.update_beta_and_weights()
+        stats = kernel.step()
+    assert np.isfinite(stats["log_marginal_likelihood_mcse"])
+    plan = plan_smc(200, model=case.model, random_seed=3, chains=1, cores=1, progressbar=False)
+    ours = run_anneal_chain(plan.task(0, np.random.default_rng(9)))
+    assert kernel.log_marginal_likelihood == ours.log_marginal_likelihood
+    np.testing.assert_array_equal(kernel.tempered_posterior, ours.x)
