@@ -79,8 +79,10 @@ def test_compare_is_deterministic_by_default():
 
 def test_results_on_different_observed_data_are_refused():
     a, b = _tree([-3.0, -3.1], [0.05, 0.05]), _tree([-4.0, -4.2], [0.05, 0.05], y=(1.0, 1.0, 1.0))
-    with pytest.raises(pmc.ObservedDataMismatchError, match="different observed data"):
+    with pytest.raises(pmc.ObservedDataMismatchError, match="different observed data") as err:
         pmc.bayes_factor(a, b)
+    # the message names each result and what its observed data are
+    assert "'a' (y (3,))" in str(err.value) and "'b' (y (3,))" in str(err.value)
     with pytest.raises(pmc.ObservedDataMismatchError, match="check_data=False"):
         pmc.compare({"a": a, "b": b})
     log_bf, _ = pmc.bayes_factor(a, b, check_data=False)
@@ -127,6 +129,13 @@ def test_sample_smc_single_chain_float_vector_is_one_chain():
     est = evidence_estimate(tree)
     assert est.method == "pm.sample_smc"
     assert est.log_z == -6.5 and np.isnan(est.mcse)  # one chain: no between-chain error
+
+
+def test_unreadable_entries_are_named():
+    with pytest.raises(TypeError, match="result 'broken'"):
+        pmc.compare({"fine": (-1.0, 0.1), "broken": DataTree.from_dict({"posterior": xr.Dataset()})})
+    with pytest.raises(ValueError, match="result 'pair'"):
+        pmc.compare({"pair": (-1.0, -0.1)})
 
 
 def test_bad_inputs_name_the_fix():
