@@ -79,7 +79,19 @@ def test_non_interactive_progress_prints_one_line_per_chain(runs):
             bar.chain_done({"chain": chain, "tau": np.array([0.5, 1.0]), "log_marginal_likelihood": -1.5,
                             "n_logp_evals": 10, "acceptance_rate": np.array([0.5, np.nan])})
     lines = out.getvalue().splitlines()
-    assert len(lines) == 2 and "chain 2/2 done: 2 stages, log Z = -1.5000, acc 0.50" in lines[0]
+    # chains numbered from 0, as the live display and ArviZ's chain coordinate
+    assert len(lines) == 2 and "AIS chain 1 done (1 of 2): 2 stages, log Z = -1.5000, acc 0.50" in lines[0]
+    assert "AIS chain 0 done (2 of 2)" in lines[1]
+    one = io.StringIO()
+    with ChainProgress(True, 1, "SMC", interactive=False, stream=one) as bar:
+        bar.chain_done({"chain": 0, "tau": np.ones(1), "log_marginal_likelihood": 0.0, "n_logp_evals": 1})
+    assert "chain 0 done (1 of 1): 1 stage, " in one.getvalue()
+    live = io.StringIO()
+    with ChainProgress(True, 2, "SMC", interactive=True, stream=live) as bar:
+        bar.chain_done({"chain": 1, "tau": np.ones(1), "log_marginal_likelihood": 0.0, "n_logp_evals": 1})
+    text = live.getvalue()
+    assert "SMC chain 0" in text and "SMC chain 1" in text and "chain 2" not in text
+    assert "1 stage " in text and "1 stages" not in text
     quiet = io.StringIO()
     with ChainProgress(False, 2, stream=quiet) as bar:
         bar.chain_done({"chain": 0, "tau": np.ones(1), "log_marginal_likelihood": 0.0, "n_logp_evals": 1})
