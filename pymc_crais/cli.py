@@ -155,9 +155,12 @@ def demo(args) -> int:
     from pymc_crais.datasets import REFERENCE_LOG_Z, load_pima, load_sonar
     from pymc_crais.models import logistic_regression
 
+    from pymc_crais.samplers.progress import counted
+
     t_start = time.perf_counter()
     print(f"pymc_crais {pmc.__version__}: Bayes factors by pmc.sample_smc with its defaults "
-          f"({args.chains} chains × {args.draws} particles, seed {args.seed})\n", flush=True)
+          f"({counted(args.chains, 'chain')} × {args.draws} particles, seed {args.seed})\n",
+          flush=True)
     if not args.skip_check:
         _check_case(args)
 
@@ -240,7 +243,9 @@ def _int_at_least(minimum: int, what: str):
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer ({what}), got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected an integer ({what}), got {text!r}"
+            ) from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum} ({what}), got {value}")
         return value
@@ -269,7 +274,8 @@ def figure_path_problem(path: str) -> str | None:
         return (f"--figure {path}: matplotlib cannot write a {target.suffix or 'suffix-less'} "
                 f"file; end the name with .png (or .pdf, .svg, .jpg, ...)")
     if not folder.is_dir():
-        return f"--figure {path}: the directory {folder} does not exist; create it or pick another path"
+        return (f"--figure {path}: the directory {folder} does not exist; create it or pick "
+                "another path")
     try:
         if target.exists():
             with open(target, "ab"):

@@ -47,16 +47,14 @@ def _schedule_rows(stats, tune: bool) -> list[np.ndarray]:
         if "tune_tau" not in stats:
             raise ValueError("tune=True needs a CR-AIS result (sample_stats.tune_tau is missing)")
         rows = [np.asarray(stats["tune_tau"].values, dtype=np.float64).ravel()]
-    elif "tau" in stats:
-        rows = list(np.atleast_2d(np.asarray(stats["tau"].values, dtype=np.float64)))
-    elif "beta" in stats:
-        beta = np.asarray(stats["beta"].values)
-        if beta.ndim == 1 and beta.dtype == object and any(np.ndim(b) > 0 for b in beta):
-            rows = [np.asarray(b, dtype=np.float64).ravel() for b in beta]  # ragged chains
-        elif beta.ndim == 1:
-            rows = [beta.astype(np.float64)]  # chains=1: the stages are on the chain dim
+    elif "tau" in stats or "beta" in stats:
+        values = np.asarray(stats["tau" if "tau" in stats else "beta"].values)
+        if values.ndim == 1 and values.dtype == object and any(np.ndim(v) > 0 for v in values):
+            rows = [np.asarray(v, dtype=np.float64).ravel() for v in values]  # ragged chains
+        elif values.ndim == 1:
+            rows = [values.astype(np.float64)]  # chains=1: the stages are on the chain dim
         else:
-            rows = [np.asarray(list(b), dtype=np.float64) for b in beta]
+            rows = [np.asarray(list(v), dtype=np.float64) for v in values]
     else:
         raise ValueError(
             "plot_schedule needs sample_stats.tau (a pymc_crais sampler) or sample_stats.beta "

@@ -67,7 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cli(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     """``python -m pymc_crais.cli args`` in a fresh process (this checkout's package)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pymc_crais.cli", *args], capture_output=True,
                           text=True, env=env, timeout=120, cwd=ROOT)
@@ -99,7 +100,7 @@ def test_version_is_the_installed_distribution():
     ("args", "message"),
     [
         (["--draws", "0"], "argument --draws: must be at least 2 (particles per chain), got 0"),
-        (["--draws", "many"], "argument --draws: expected an integer (particles per chain), got 'many'"),
+        (["--draws", "many"], "--draws: expected an integer (particles per chain), got 'many'"),
         (["--chains", "0"], "argument --chains: must be at least 1"),
         (["--cores", "-2"], "argument --cores: must be at least 1"),
         (["--seed", "-1"], "argument --seed: must be at least 0"),

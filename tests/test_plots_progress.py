@@ -129,8 +129,9 @@ def test_plot_schedule_reads_pm_sample_smc_output():
     ax = pmc.plot_schedule(tree)
     assert [line.get_ydata().tolist() for line in ax.lines] == [[0.0, 0.3, 1.0], [0.0, 1.0]]
     assert ax.texts[0].get_text().startswith("one stage (chain 1): ")
+    other = xr.Dataset({"x": ("chain", [1.0])})
     with pytest.raises(ValueError, match="neither"):
-        pmc.plot_schedule(xr.DataTree.from_dict({"sample_stats": xr.Dataset({"x": ("chain", [1.0])})}))
+        pmc.plot_schedule(xr.DataTree.from_dict({"sample_stats": other}))
     plt.close("all")
 
 
@@ -174,15 +175,17 @@ def test_non_interactive_progress_prints_one_line_per_chain(runs):
                             "n_logp_evals": 10, "acceptance_rate": np.array([0.5, np.nan])})
     lines = out.getvalue().splitlines()
     # chains numbered from 0, as the live display and ArviZ's chain coordinate
-    assert len(lines) == 2 and "AIS chain 1 done (1 of 2): 2 stages, log Z = -1.5000, acc 0.50" in lines[0]
+    assert len(lines) == 2
+    assert "AIS chain 1 done (1 of 2): 2 stages, log Z = -1.5000, acc 0.50" in lines[0]
     assert "AIS chain 0 done (2 of 2)" in lines[1]
     one = io.StringIO()
+    single = {"tau": np.ones(1), "log_marginal_likelihood": 0.0, "n_logp_evals": 1}
     with ChainProgress(True, 1, "SMC", interactive=False, stream=one) as bar:
-        bar.chain_done({"chain": 0, "tau": np.ones(1), "log_marginal_likelihood": 0.0, "n_logp_evals": 1})
+        bar.chain_done({"chain": 0, **single})
     assert "chain 0 done (1 of 1): 1 stage, " in one.getvalue()
     live = io.StringIO()
     with ChainProgress(True, 2, "SMC", interactive=True, stream=live) as bar:
-        bar.chain_done({"chain": 1, "tau": np.ones(1), "log_marginal_likelihood": 0.0, "n_logp_evals": 1})
+        bar.chain_done({"chain": 1, **single})
     text = live.getvalue()
     assert "SMC chain 0" in text and "SMC chain 1" in text and "chain 2" not in text
     assert "1 stage " in text and "1 stages" not in text

@@ -58,7 +58,9 @@ def run_mcd_chain(task: MCDTask) -> ChainResult:
     """Train, then estimate; plain NumPy output (picklable, small)."""
     rng, dim, n_steps = task.rng, task.shift.size, task.n_steps
     density = task.density
-    target = DensityTarget(dim, density=density, hvp_fn=task.hvp, shift=task.shift, scale=task.scale)
+    target = DensityTarget(
+        dim, density=density, hvp_fn=task.hvp, shift=task.shift, scale=task.scale
+    )
     params = init_params(dim, n_steps, step_size=task.step_size, max_step=task.max_step)
     score = (
         ResidualScore(dim, n_steps, hidden=task.hidden, n_blocks=task.n_blocks)

@@ -223,8 +223,8 @@ class ChainProgress:
                 self._progress.update(
                     self._tasks[chain],
                     completed=1.0,
-                    info=f"log Z={res['log_marginal_likelihood']:.3f}  {counted(n_stages, 'stage')}  "
-                    f"acc={acc_mean:.2f}",
+                    info=f"log Z={res['log_marginal_likelihood']:.3f}  "
+                    f"{counted(n_stages, 'stage')}  acc={acc_mean:.2f}",
                 )
                 return
         if not self.final_line:
