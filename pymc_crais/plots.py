@@ -121,7 +121,8 @@ def plot_schedule(results, ax=None, *, tune: bool = False, log_scale: bool = Fal
         ax.set_ylim(-0.03, 1.05)
     ax.set_title("tuning schedule" if tune else "schedule")
     if isinstance(results, dict):
-        ax.legend(frameon=False, loc="upper left")
+        # the note is in the lower right corner, which a one-stage segment leaves free
+        ax.legend(frameon=False, loc="upper left" if one_stage else "best")
     return ax
 
 
