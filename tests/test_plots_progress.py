@@ -123,6 +123,13 @@ def test_plot_schedule_reads_pm_sample_smc_output():
         for line, row in zip(ax.lines, rows, strict=True):
             np.testing.assert_allclose(line.get_ydata(), [0.0, *row])
         assert len(ax.texts) == 0
+    with pm.Model() as easy:  # prior close to the posterior: PyMC goes 0 -> 1 in one stage
+        mu = pm.Normal("mu", 0.0, 1.0)
+        pm.Normal("y", mu, 1.0, observed=[0.3, -0.2, 0.5])
+    ref = pm.sample_smc(draws=100, chains=2, cores=1, random_seed=1, progressbar=False,
+                        compute_convergence_checks=False, model=easy)
+    assert ref.sample_stats["beta"].shape == (2, 1)
+    _one_stage_segments(pmc.plot_schedule(ref), 2)
     ragged = np.empty(2, dtype=object)  # as PyMC stores chains of different lengths
     ragged[0], ragged[1] = [0.3, 1], [1]
     tree = xr.DataTree.from_dict({"sample_stats": xr.Dataset({"beta": ("chain", ragged)})})
