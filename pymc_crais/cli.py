@@ -313,8 +313,8 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="Bayes factors on the bundled data, with a figure (a few minutes)",
         description="Bayes factors on the bundled data: a conjugate model against its exact "
         "log Z, Pima (full vs reduced logistic regression) and Sonar (prior scale 1 vs 5), by "
-        "pmc.sample_smc with its defaults, 4 chains each; prints the comparison tables and writes "
-        "a figure.",
+        "pmc.sample_smc with its defaults (4 chains each unless told); prints the comparison "
+        "tables and writes a figure.",
     )
     p.add_argument("--draws", type=_int_at_least(2, "particles per chain"), default=2000,
                    help="particles per chain, at least 2 (default 2000, sample_smc's default)")
