@@ -8,7 +8,6 @@ argparse's own errors; no user error prints a traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -69,6 +68,7 @@ def _run(label, model, args, sampler: str = "sample_smc", **settings):
     """One run (SMC with its defaults unless told otherwise); prints what it is doing, then a line with log Z, wall time
     (compilation included) and evaluations."""
     import pymc_crais as pmc
+    from pymc_crais.samplers.progress import counted
 
     t0 = time.perf_counter()
     compile_time = _compile(label, model)
@@ -79,8 +79,6 @@ def _run(label, model, args, sampler: str = "sample_smc", **settings):
         steps.append("Laplace fit")
     if sampler == "sample_crais":
         steps.append("tuning run")
-    from pymc_crais.samplers.progress import counted
-
     steps.append(counted(args.chains, "chain"))
     print(f"  {label}: compiled in {compile_time:.1f} s; {SAMPLER_NAMES[sampler]}: "
           f"{', '.join(steps)}...", flush=True)
@@ -154,7 +152,6 @@ def demo(args) -> int:
     from pymc_crais.comparison import format_table
     from pymc_crais.datasets import REFERENCE_LOG_Z, load_pima, load_sonar
     from pymc_crais.models import logistic_regression
-
     from pymc_crais.samplers.progress import counted
 
     t_start = time.perf_counter()
