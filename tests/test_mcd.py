@@ -165,3 +165,14 @@ def test_sample_mcd_cost_accounting_exact(regression, method):
     np.testing.assert_array_equal(
         ss.n_logp_evals.values - train, [N * (K + 1) + laplace, N * (K + 1)]
     )
+
+
+def test_every_sampler_takes_the_run_arguments():
+    """sample_mcd takes what every other sampler takes to place its chains."""
+    import inspect
+
+    for sampler in (pmc.sample_ais, pmc.sample_crais, pmc.sample_smc, pmc.sample_rts,
+                    pmc.sample_mcd):
+        params = inspect.signature(sampler).parameters
+        for name in ("chains", "cores", "random_seed", "progressbar"):
+            assert name in params, (sampler.__name__, name)
