@@ -14,7 +14,11 @@ with ``--kwargs``; both are recorded in the results and part of their key):
 * ``smc``: ``pmc.sample_smc()``; ``crais``: ``pmc.sample_crais()``; ``ais``:
   ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
 * ``pm_smc``: ``pm.sample_smc()`` (PyMC's default IMH kernel, subclassed only to count model
-  evaluations as ``benchmarks/bench_accuracy_cost.py`` does).
+  evaluations as ``benchmarks/bench_accuracy_cost.py`` does);
+* ``pm_batched``, ``pm_crsmc``, ``pm_crais``: ``pm.sample_smc(kernel=pmc.BatchedSMC)``,
+  ``kernel=pmc.CRSMC`` and ``kernel=pmc.CRAIS``, PyMC's driver and defaults with our kernels
+  (model evaluations: each chain's ``n_logp_evals`` plus the run-level pilot, tuning and
+  Laplace evaluations).
 
 Each (case, sampler) runs in its own subprocess with a wall-clock limit (``--timeout``), so
 a slow or hanging run is killed and recorded as ``timeout``. For each run the table gives:
@@ -64,14 +68,18 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc")
+SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc", "pm_batched", "pm_crsmc", "pm_crais")
 LABELS = {
     "smc": "pmc.sample_smc",
     "crais": "pmc.sample_crais",
     "ais": "pmc.sample_ais",
     "rts": "pmc.sample_rts",
     "pm_smc": "pm.sample_smc",
+    "pm_batched": "pm.sample_smc(kernel=pmc.BatchedSMC)",
+    "pm_crsmc": "pm.sample_smc(kernel=pmc.CRSMC)",
+    "pm_crais": "pm.sample_smc(kernel=pmc.CRAIS)",
 }
+DROP_INS = {"pm_batched": "BatchedSMC", "pm_crsmc": "CRSMC", "pm_crais": "CRAIS"}
 TOL = {"exact": 0.1, "reference": 0.3}
 QUICK_DRAWS = 256
 
@@ -175,6 +183,17 @@ def run_one(
                 # as one pm.sample_smc chain's per-stage values
                 log_z, mcse = pmc.log_marginal_likelihood(idata)
                 evals = int(sum(kern.counts))
+            elif sampler in DROP_INS:
+                idata = pm.sample_smc(kernel=getattr(pmc, DROP_INS[sampler]), **kw)
+                log_z, mcse = pmc.log_marginal_likelihood(idata)
+                st = idata["sample_stats"]
+                per_chain = np.array(
+                    [np.asarray(v, float)[-1] for v in st["log_marginal_likelihood"].values]
+                )
+                extra = ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
+                evals = int(sum(np.asarray(v, float)[-1] for v in st["n_logp_evals"].values))
+                evals += sum(int(st.attrs.get(k, 0)) for k in extra)
+                rec["init_used"] = {k: _plain(st.attrs[k]) for k in INIT_ATTRS if k in st.attrs}
             else:
                 fn = {"smc": pmc.sample_smc, "crais": pmc.sample_crais, "ais": pmc.sample_ais,
                       "rts": pmc.sample_rts}[sampler]  # fmt: skip

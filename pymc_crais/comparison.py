@@ -67,58 +67,66 @@ def _observed_fingerprint(idata):
     return tuple(sorted(digests)) if digests else None
 
 
-def evidence_estimate(result) -> EvidenceEstimate:
+def evidence_estimate(result, *, name: str | None = None) -> EvidenceEstimate:
     """``(log Z, MCSE)`` of one result.
 
     Parameters
     ----------
-    result : xarray.DataTree, tuple of (float, float), or EvidenceEstimate
+    result : xarray.DataTree, SamplerResult, tuple of (float, float), or EvidenceEstimate
         The output of a pymc_crais sampler (chains combined with
-        :func:`pymc_crais.log_marginal_likelihood`), the output of ``pm.sample_smc`` (last
-        entry per chain; its MCSE is the between-chain standard error only, and NaN
-        (unknown) with a single chain), or an explicit ``(log_z, mcse)`` pair.
+        :func:`pymc_crais.log_marginal_likelihood`), of ``pm.sample_smc`` with one of our
+        kernels (each chain carries its within-chain error and diagnostics), of
+        ``pm.sample_smc`` with PyMC's own kernels (last entry per chain; its MCSE is the
+        between-chain standard error only, claimed with at least 4 chains and NaN, flagged
+        ``no_error``, with fewer), or an explicit ``(log_z, mcse)`` pair.
+    name : str, optional
+        The result's name in error messages (its key in :func:`compare`).
 
     Returns
     -------
     EvidenceEstimate
-        A ``(log_z, mcse)`` tuple that also carries the observed-data fingerprint.
+        A ``(log_z, mcse)`` tuple that also carries the observed-data fingerprint, the
+        method and the failed reliability checks (``flags``).
     """
     if isinstance(result, EvidenceEstimate):
         return result
+    label = f"result {name!r}" if name is not None else "the result"
     if isinstance(result, tuple | list) and len(result) == 2 and all(isinstance(v, numbers.Real) for v in result):
         log_z, mcse = float(result[0]), float(result[1])
         if not np.isfinite(log_z) or not (mcse >= 0):
-            raise ValueError(f"a (log_z, mcse) pair needs a finite log_z and mcse >= 0, got {result!r}")
+            raise ValueError(
+                f"{label}: a (log_z, mcse) pair needs a finite log_z and mcse >= 0, got {result!r}"
+            )
         return EvidenceEstimate(log_z, mcse)
-    try:
-        stats = result["sample_stats"]
-        readable = "log_marginal_likelihood" in stats
-    except (KeyError, TypeError, IndexError):
-        readable = False
-    if not readable:
-        raise TypeError(
-            f"cannot read an evidence estimate from {type(result).__name__}; pass the DataTree "
-            "returned by a pymc_crais sampler or pm.sample_smc, or a (log_z, mcse) pair"
-        ) from None
-    fingerprint = _observed_fingerprint(result)
-    from .results import log_marginal_likelihood, sample_smc_log_z_per_chain
-
-    if sample_smc_log_z_per_chain(stats) is not None:
-        value, mcse = log_marginal_likelihood(result)
-        return EvidenceEstimate(value, mcse, fingerprint, "pm.sample_smc")
     import warnings
 
-    from .diagnostics import diagnose
+    from .diagnostics import problems_of
+    from .result_reader import read_result
+    from .results import log_marginal_likelihood
     from .warnings import UnreliableEvidenceWarning
 
+    view = read_result(result, name=name)
     with warnings.catch_warnings():  # reported in the table's "unreliable" column instead
         warnings.simplefilter("ignore", UnreliableEvidenceWarning)
         value, mcse = log_marginal_likelihood(result)
     try:
-        flags = ",".join(diagnose(result).flags)
+        flags = ",".join(sorted({p.check for p in problems_of(view)}))
     except (KeyError, TypeError, ValueError):
         flags = ""
-    return EvidenceEstimate(value, mcse, fingerprint, str(stats.attrs.get("method", "")), flags)
+    fingerprint, described = _observed_fingerprint(result), _observed_summary(result)
+    est = EvidenceEstimate(value, mcse, fingerprint, view.method, flags)
+    est.observed = described
+    return est
+
+
+def _observed_summary(result) -> str:
+    """The observed data in words (names and shapes), for mismatch messages."""
+    try:
+        obs = result["observed_data"]
+    except (KeyError, TypeError, IndexError, AttributeError):
+        return "no observed_data group"
+    parts = [f"{k} {tuple(obs[k].shape)}" for k in obs.data_vars]
+    return ", ".join(parts) if parts else "no observed data"
 
 
 def _check_same_data(estimates: dict) -> None:
@@ -127,12 +135,16 @@ def _check_same_data(estimates: dict) -> None:
         groups: dict = {}
         for name, fp in known.items():
             groups.setdefault(fp, []).append(name)
-        listed = "; ".join(", ".join(map(repr, g)) for g in groups.values())
+        listed = "; ".join(
+            ", ".join(f"{n!r} ({getattr(estimates[n], 'observed', '?')})" for n in g)
+            for g in groups.values()
+        )
         raise ObservedDataMismatchError(
-            f"the results were computed on different observed data (groups with equal data: "
-            f"{listed}); evidences of different data sets cannot be compared. Re-run the models "
-            "on the same data, or pass check_data=False if the difference is intended (e.g. "
-            "a re-encoded but equivalent likelihood)"
+            f"the results were fitted to different observed data (groups with equal data, "
+            f"with their observed variables and shapes: {listed}); evidences of different data "
+            "sets cannot be compared. Fit the models to the same data, or pass "
+            "check_data=False if the difference is intended (e.g. a re-encoded but "
+            "equivalent likelihood)"
         )
 
 
@@ -159,7 +171,7 @@ def bayes_factor(a, b, *, check_data: bool = True) -> tuple[float, float]:
     ObservedDataMismatchError
         If ``check_data`` and the two results were computed on different observed data.
     """
-    ea, eb = evidence_estimate(a), evidence_estimate(b)
+    ea, eb = evidence_estimate(a, name="a"), evidence_estimate(b, name="b")
     if check_data:
         _check_same_data({"a": ea, "b": eb})
     return ea.log_z - eb.log_z, float(np.hypot(ea.mcse, eb.mcse))
@@ -188,7 +200,8 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
         A ``pandas.DataFrame`` (printed as a fixed-width table) with one row per model, best first, with columns ``log_z``, ``mcse``, ``log_bf`` (against
         the best model, so ``≤ 0``), ``log_bf_mcse``, ``prob`` (posterior probability under
         equal prior odds), ``prob_lo``/``prob_hi`` (2.5 % and 97.5 % quantiles of that
-        probability under the Monte Carlo error of all estimates), ``prob_best`` (the share
+        probability under the Monte Carlo error of all estimates; NaN, shown ``n/a``, when
+        any estimate has no MCSE), ``prob_best`` (the share
         of draws in which the model has the largest evidence), ``method`` and ``unreliable``
         (the failed reliability checks of :func:`pymc_crais.diagnose`, comma-separated;
         empty when the estimate passed them all or cannot be checked).
@@ -204,7 +217,7 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
         raise TypeError("results must be a non-empty dict mapping model names to results")
     if not (isinstance(n_draws, numbers.Integral) and n_draws >= 100):
         raise ValueError(f"n_draws must be an integer >= 100, got {n_draws!r}")
-    estimates = {str(k): evidence_estimate(v) for k, v in results.items()}
+    estimates = {str(k): evidence_estimate(v, name=str(k)) for k, v in results.items()}
     if check_data:
         _check_same_data(estimates)
     names = list(estimates)
@@ -222,7 +235,7 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
     probs = np.exp(draws - logsumexp(draws, axis=1, keepdims=True))
     lo, hi = np.quantile(probs, [0.025, 0.975], axis=0)
     if not np.all(np.isfinite(mcse)):  # an unknown error leaves every probability undetermined
-        lo, hi = np.zeros_like(lo), np.ones_like(hi)
+        lo, hi = np.full_like(lo, np.nan), np.full_like(hi, np.nan)
     prob_best = np.bincount(np.argmax(draws, axis=1), minlength=log_z.size) / draws.shape[0]
     columns = {
         "log_z": log_z,
@@ -286,8 +299,15 @@ def _table_class():
 
 
 def _prob(p: float) -> str:
-    """Three significant digits, so that tiny probabilities do not print as 0.000."""
-    return f"{p:.3g}" if 0.0 < p < 1e-3 else f"{p:.3f}"
+    """A probability with three decimals; below 0.001 (but not 0) as ``<0.001``; ``n/a``
+    when unknown."""
+    if not np.isfinite(p):
+        return "n/a"
+    return "<0.001" if 0.0 < p < 5e-4 else f"{p:.3f}"
+
+
+def _err(v: float) -> str:
+    return f"{v:>7.3f}" if np.isfinite(v) else f"{'n/a':>7}"
 
 
 def format_table(table, title: str | None = None) -> str:
@@ -300,9 +320,14 @@ def format_table(table, title: str | None = None) -> str:
     for name, row in table.iterrows():
         # by key: ``row.flags`` is pandas' own attribute, not the column
         flags = row["unreliable"] if "unreliable" in row.index else ""
+        interval = (
+            f"[{_prob(row.prob_lo)}, {_prob(row.prob_hi)}]"
+            if np.isfinite(row.prob_lo) and np.isfinite(row.prob_hi)
+            else "n/a"
+        )
         lines.append(
-            f"{name!s:<22} {row.log_z:>10.3f} {row.mcse:>7.3f} {row.log_bf:>9.3f} "
-            f"{row.log_bf_mcse:>7.3f} {_prob(row.prob):>9}   [{_prob(row.prob_lo)}, {_prob(row.prob_hi)}]"
+            f"{name!s:<22} {row.log_z:>10.3f} {_err(row.mcse)} {row.log_bf:>9.3f} "
+            f"{_err(row.log_bf_mcse)} {_prob(row.prob):>9}   {interval:>16}"
             + (f"  UNRELIABLE: {flags}" if flags else "")
         )
     return "\n".join(lines)

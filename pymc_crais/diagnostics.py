@@ -96,6 +96,8 @@ class Diagnosis:
     mcse: float = float("nan")
     pareto_k_pooled: float = float("nan")
     start: str = ""
+    notes: list = field(default_factory=list)
+    source: str = "pymc_crais"
 
     @property
     def ok(self) -> bool:
@@ -118,7 +120,12 @@ class Diagnosis:
         if self.start:
             lines.append(self.start)
         with pd.option_context("display.width", 120, "display.max_columns", 20):
-            lines.append(self.table.to_string(float_format=lambda v: f"{v:.5g}"))
+            lines.append(self.table.to_string(float_format=lambda v: f"{v:.5g}", na_rep="-"))
+        lines.append(
+            "columns: "
+            + "; ".join(f"{c}: {COLUMN_MEANINGS[c]}" for c in self.table.columns if c in COLUMN_MEANINGS)
+        )
+        lines.extend(f"note: {n}" for n in self.notes)
         if self.ok:
             lines.append("All checks passed: no sign that log Z or its error bar is unreliable.")
         else:
@@ -130,6 +137,30 @@ class Diagnosis:
         p.text(str(self))
 
 
+COLUMN_LABELS = {
+    "log_marginal_likelihood": "log_z",
+    "log_marginal_likelihood_mcse": "mcse",
+    "pareto_k_final": "khat_final_weights",
+    "pareto_k_max": "khat_worst_stage",
+    "pareto_k_initial": "khat_start",
+    "n_eves": "surviving_ancestors",
+    "move_correlation_mean": "move_correlation",
+    "hit_max_steps": "hit_max_steps",
+}
+"""The report's column for each per-chain diagnostic (the ``sample_stats`` name on the left)."""
+
+COLUMN_MEANINGS = {
+    "log_z": "the chain's log Z estimate",
+    "mcse": "its within-chain Monte Carlo standard error",
+    "khat_final_weights": "Pareto k-hat of the final importance weights (> 0.7: heavy tail)",
+    "khat_worst_stage": "largest k-hat of a resampling stage's incremental weights",
+    "khat_start": "k-hat of the Laplace start's weights against the posterior",
+    "surviving_ancestors": "initial particles the final ones descend from (SMC genealogy)",
+    "move_correlation": "mean correlation of the particles before and after each stage's moves",
+    "hit_max_steps": "whether max_steps forced the last step to tau = 1",
+}
+
+
 def _table(rows: list[dict]):
     import pandas as pd
 
@@ -137,10 +168,36 @@ def _table(rows: list[dict]):
     table = pd.DataFrame([{c: r.get(c, np.nan) for c in cols} for r in rows], columns=cols)
     for c in cols:
         table[c] = table[c].astype(bool if c == "hit_max_steps" else float)
-    if "n_eves" in cols:
+    if "n_eves" in cols and table["n_eves"].notna().all():
         table["n_eves"] = table["n_eves"].astype(int)
+    table = table.rename(columns=COLUMN_LABELS)
     table.index.name = "chain"
     return table
+
+
+def _notes(table, rows: list[dict], source: str) -> list[str]:
+    """What the report's NaN entries mean, and what could not be checked."""
+    notes = []
+    if "khat_worst_stage" in table and table["khat_worst_stage"].isna().any():
+        notes.append(
+            "khat_worst_stage is blank where a chain never resampled (one stage, or AIS): "
+            "it has no incremental weights to check; khat_final_weights covers its weights."
+        )
+    if "khat_start" in table and table["khat_start"].isna().all():
+        notes.append("khat_start is blank: the run did not start from a Laplace fit.")
+    if source == "pymc_crais kernel":
+        notes.append(
+            "pm.sample_smc(kernel=pmc....) keeps each chain's k-hat but not its weights: the "
+            "pooled k-hat is the largest chain's."
+        )
+    if source == "pm.sample_smc":
+        notes.append(
+            "Not checked: PyMC's own kernels record no importance weights, ancestry, move "
+            "statistics or within-chain errors, so the Pareto k-hat, genealogy, mixing, start "
+            "and chain-agreement checks cannot run on this result. Run pmc.sample_smc() "
+            "(or pm.sample_smc(kernel=pmc.BatchedSMC)) for a checked estimate."
+        )
+    return notes
 
 
 def check_chains(chains: list, attrs: dict) -> list:
@@ -219,11 +276,11 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
     )
     if problems:
         level = user_stacklevel() if stacklevel is None else stacklevel
-        warnings.warn(_warning_text(problems), UnreliableEvidenceWarning, stacklevel=level)
+        warnings.warn(warning_text(problems), UnreliableEvidenceWarning, stacklevel=level)
     return diagnosis
 
 
-def _warning_text(problems: list[Problem]) -> str:
+def warning_text(problems: list[Problem]) -> str:
     head = "the evidence estimate or its error bar is unreliable: " + ", ".join(
         sorted({p.check for p in problems})
     )
@@ -253,42 +310,28 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
     >>> print(report)  # doctest: +SKIP
     """
 
+    from .result_reader import read_result
     from .results import log_marginal_likelihood
 
     if idata is None or not (hasattr(idata, "chain_stats") or hasattr(idata, "children")):
         raise TypeError(
-            f"idata must be the output of a pymc_crais sampler (an xarray.DataTree or a "
-            f"SamplerResult), got {type(idata).__name__}"
+            f"idata must be a result (an xarray.DataTree from a pymc_crais sampler or "
+            f"pm.sample_smc, or a SamplerResult), got {type(idata).__name__}"
         )
-    if hasattr(idata, "chain_stats"):
-        chain_stats, attrs = idata.chain_stats, dict(idata.attrs)
-    else:
-        try:
-            stats = idata["sample_stats"]
-        except KeyError:
-            raise TypeError("idata has no sample_stats group; pass a pymc_crais result") from None
-        attrs = dict(stats.attrs)
-        n_chains = stats.sizes.get("chain", 1)
-        chain_stats = []
-        for c in range(n_chains):
-            cs = {}
-            for name, var in stats.data_vars.items():
-                if "chain" not in var.dims:
-                    continue
-                vals = var.isel(chain=c).values
-                if var.dims == ("chain", "stage"):
-                    vals = vals[: int(stats["n_stages"].values[c])]
-                cs[name] = vals
-            chain_stats.append(cs)
-    rows = [chain_row(cs) for cs in chain_stats]
-    if "pareto_k_pooled" not in attrs:
-        attrs["pareto_k_pooled"] = pooled_pareto_khat(
-            [cs["log_weights"] for cs in chain_stats],
-            [cs["log_marginal_likelihood"] for cs in chain_stats],
-        )
-    problems = find_problems(rows, attrs)
+    view = read_result(idata)
+    rows = rows_of(view)
+    attrs = dict(view.attrs)
+    attrs["pareto_k_pooled"] = pooled_khat_of(view)
+    problems = problems_of(view, rows)
     table = _table(rows)
-    diag = Diagnosis(table, problems, str(attrs.get("method", "")), start=start_summary(attrs))
+    diag = Diagnosis(
+        table,
+        problems,
+        view.method,
+        start=start_summary(attrs),
+        notes=_notes(table, rows, view.source),
+        source=view.source,
+    )
     diag.pareto_k_pooled = float(attrs["pareto_k_pooled"])
     try:
         with warnings.catch_warnings():
@@ -299,3 +342,57 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
     if verbose:
         print(diag)
     return diag
+
+
+def rows_of(view) -> list[dict]:
+    """Each chain's row of diagnostics from a read result (:func:`pymc_crais.result_reader.read_result`)."""
+    if view.source == "pymc_crais":
+        return [chain_row(cs) for cs in view.chain_stats]
+    keys = (*COLUMNS, "n_resamplings", "move_correlation_stuck_fraction", "draws")
+    return [
+        {k: cs[k] for k in keys if k in cs}
+        | {"log_marginal_likelihood": float(cs["log_marginal_likelihood"])}
+        for cs in view.chain_stats
+    ]
+
+
+def pooled_khat_of(view) -> float:
+    """The run's pooled Pareto k̂: stored by our samplers, from the weights when they are
+    kept, the largest chain's for the ``pm.sample_smc`` kernels, NaN for PyMC's own."""
+    khat = float(view.attrs.get("pareto_k_pooled", np.nan))
+    if np.isfinite(khat):
+        return khat
+    if view.has_weights:
+        return float(
+            pooled_pareto_khat(
+                [cs["log_weights"] for cs in view.chain_stats],
+                [cs["log_marginal_likelihood"] for cs in view.chain_stats],
+            )
+        )
+    ks = np.array([cs.get("pareto_k_final", np.nan) for cs in view.chain_stats], dtype=float)
+    return float(np.nanmax(ks)) if np.isfinite(ks).any() else float("nan")
+
+
+def problems_of(view, rows: list[dict] | None = None) -> list[Problem]:
+    """The failed checks of a read result; for PyMC's own kernels, only that no error can
+    be claimed with fewer than ``MIN_CHAINS_BETWEEN`` chains (nothing else is recorded)."""
+    from .result_reader import MIN_CHAINS_BETWEEN
+
+    if view.source == "pm.sample_smc":
+        if view.n_chains >= MIN_CHAINS_BETWEEN:
+            return []
+        return [
+            Problem(
+                "no_error",
+                None,
+                f"pm.sample_smc's own kernels report no within-chain error, and "
+                f"{view.n_chains} chain(s) are too few to estimate one from their spread: no "
+                "MCSE or model-probability interval is claimed.",
+                f"Run pm.sample_smc with chains={MIN_CHAINS_BETWEEN} or more, or use "
+                "pmc.sample_smc() (or pm.sample_smc(kernel=pmc.BatchedSMC)), whose chains each "
+                "carry their own error.",
+            )
+        ]
+    attrs = dict(view.attrs)
+    attrs["pareto_k_pooled"] = pooled_khat_of(view)
+    return find_problems(rows_of(view) if rows is None else rows, attrs)

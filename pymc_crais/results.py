@@ -33,14 +33,13 @@ from xarray import DataTree
 
 from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
-from .warnings import ChainDisagreementWarning, user_stacklevel
+from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning, user_stacklevel
 
 __all__ = [
     "ChainDisagreementWarning",
     "build_datatree",
     "log_marginal_likelihood",
     "pad_stages",
-    "sample_smc_log_z_per_chain",
 ]
 
 # optional per-stage diagnostics (pymc_crais.diagnostics), stored when a run recorded them
@@ -197,32 +196,6 @@ def build_datatree(
     return DataTree.from_dict({f"/{k}": v for k, v in groups.items()})
 
 
-def sample_smc_log_z_per_chain(stats) -> np.ndarray | None:
-    """Each chain's ``log Z`` from the ``sample_stats`` of a ``pm.sample_smc`` result, or
-    ``None`` for a pymc_crais result.
-
-    ``pm.sample_smc`` stores ``log_marginal_likelihood`` per stage: an object array
-    ``(chain, k)`` of per-stage entries (ragged on older versions), or, with one chain, one
-    float vector whose dimension is named ``chain``. The estimate is each chain's last
-    finite entry.
-    """
-    values = np.asarray(stats["log_marginal_likelihood"].values)
-    if "log_marginal_likelihood_mcse" in stats:
-        return None  # ours: a float array of dims (chain,)
-    if values.dtype != object and values.ndim == 1:
-        values = values[None, :]  # pm.sample_smc with chains=1
-    elif values.dtype != object and values.ndim != 2:
-        return None
-    out = []
-    for row in values.reshape(values.shape[0], -1):
-        flat = np.concatenate([np.atleast_1d(np.asarray(v, dtype=np.float64)).ravel() for v in row])
-        finite = flat[np.isfinite(flat)]
-        if finite.size == 0:
-            raise ValueError("a chain of the result has no finite log_marginal_likelihood entry")
-        out.append(finite[-1])
-    return np.asarray(out, dtype=np.float64)
-
-
 def log_marginal_likelihood(idata, *, return_details: bool = False):
     """The combined ``log Z`` of all chains and its Monte Carlo standard error.
 
@@ -270,46 +243,51 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     particle) from independent runs, so those ESS values count copies and R-hat only says
     whether the chains' resampled populations look alike.
     """
-    if idata is None or not hasattr(idata, "__getitem__") or isinstance(idata, str | bytes):
+    from .diagnostics import chain_agreement, heavy_tail_factor, pooled_pareto_khat
+    from .result_reader import MIN_CHAINS_BETWEEN, read_result
+
+    if idata is None or isinstance(idata, str | bytes | int | float):
         raise TypeError(
             "idata must be the output of a pymc_crais sampler (an xarray.DataTree with "
             "sample_stats.log_marginal_likelihood), got "
             f"{type(idata).__name__}; run e.g. idata = pmc.sample_smc(...) first"
         )
-    try:
-        stats = idata["sample_stats"]
-        lml = stats["log_marginal_likelihood"]
-    except (KeyError, TypeError, IndexError):
-        raise ValueError(
-            "idata has no sample_stats.log_marginal_likelihood; pass the result of a "
-            "pymc_crais sampler or of pm.sample_smc"
-        ) from None
-    values = sample_smc_log_z_per_chain(stats)
-    ours = values is None
-    if ours:
-        values = np.asarray(lml.values)
-        if values.dtype == object or values.ndim != 1:
-            raise ValueError(
-                "sample_stats.log_marginal_likelihood must be a float array of dims (chain,) "
-                "(a pymc_crais result) or pm.sample_smc's per-stage values"
-            )
-    from .diagnostics import chain_agreement, heavy_tail_factor, pooled_pareto_khat
-
+    view = read_result(idata)
+    values = view.log_z
     within = factor = None
-    if "log_marginal_likelihood_mcse" in stats:
-        within = np.asarray(stats["log_marginal_likelihood_mcse"].values, dtype=np.float64) ** 2
-        khat = stats.attrs.get("pareto_k_pooled", np.nan)
-        if not np.isfinite(khat) and "log_weights" in stats and stats["log_weights"].ndim == 2:
-            khat = pooled_pareto_khat(stats["log_weights"].values, values)
+    if view.mcse is not None:
+        within = view.mcse**2
+        khat = float(view.attrs.get("pareto_k_pooled", np.nan))
+        if not np.isfinite(khat) and view.has_weights:
+            khat = pooled_pareto_khat([cs["log_weights"] for cs in view.chain_stats], values)
+        elif not np.isfinite(khat) and view.source == "pymc_crais kernel":
+            # the kernels keep each chain's k̂, not its weights: the largest stands in
+            ks = [cs.get("pareto_k_final", np.nan) for cs in view.chain_stats]
+            khat = float(np.nanmax(ks)) if np.isfinite(ks).any() else np.nan
         factor = np.full(values.size, float(heavy_tail_factor(khat)))
     value, mcse, details = combine_chain_estimates(values, within, factor)
     spread = float(np.ptp(values)) if values.size >= 2 else 0.0
     details["log_z_range"] = spread
+    details["source"] = view.source
     q, p = (np.nan, np.nan) if within is None else chain_agreement(values, within * factor)
     details["agreement_statistic"], details["agreement_p_value"] = q, p
+    if view.source == "pm.sample_smc" and values.size < MIN_CHAINS_BETWEEN:
+        mcse = float("nan")  # PyMC's kernels give no within-chain error: see below
+        warnings.warn(
+            f"pm.sample_smc's own kernels report no within-chain error, and {values.size} "
+            f"chain(s) are too few to estimate one from their spread, so no MCSE is claimed "
+            f"(NaN). Run pm.sample_smc with chains={MIN_CHAINS_BETWEEN} or more, or use "
+            "pmc.sample_smc() (or pm.sample_smc(kernel=pmc.BatchedSMC)), whose chains each "
+            "carry their own error.",
+            UnreliableEvidenceWarning,
+            stacklevel=user_stacklevel(),
+        )
+    if view.source == "pymc_crais kernel":
+        _warn_kernel_problems(view)
     # pm.sample_smc's MCSE is the chains' standard error, against which the spread of the
     # chains is no test (its range is about 4 standard errors with 4 chains)
-    if ours and ((np.isfinite(p) and p < 1e-3) or spread > max(2.0, 4.0 * mcse)):
+    checked = view.source != "pm.sample_smc"
+    if checked and ((np.isfinite(p) and p < 1e-3) or spread > max(2.0, 4.0 * mcse)):
         warnings.warn(
             f"the {values.size} chains' log Z estimates span {spread:.3g} nats, beyond their "
             f"errors (MCSE {mcse:.3g}; chi-square p-value {p:.2g}): the estimate is unreliable "
@@ -322,3 +300,17 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     if return_details:
         return value, mcse, details
     return value, mcse
+
+
+def _warn_kernel_problems(view) -> None:
+    """A ``pm.sample_smc(kernel=pmc....)`` result: its chains checked themselves in PyMC's
+    workers (whose warnings may not reach the user); the run-level checks (pooled k̂, the
+    chains' agreement) are only possible here. Warn once with every failed check, except
+    the chains' disagreement, which has its own warning."""
+    from .diagnostics import problems_of, warning_text
+
+    problems = [p for p in problems_of(view) if p.check != "chains"]
+    if problems:
+        warnings.warn(
+            warning_text(problems), UnreliableEvidenceWarning, stacklevel=user_stacklevel()
+        )

@@ -66,7 +66,10 @@ def test_zero_and_unknown_errors():
     assert exact["prob_lo"].to_numpy() == pytest.approx(exact["prob"].to_numpy())
     assert exact["prob_hi"].to_numpy() == pytest.approx(exact["prob"].to_numpy())
     unknown = pmc.compare({"a": (-1.0, float("inf")), "b": (-2.0, 0.1)})
-    assert unknown["prob_lo"].tolist() == [0.0, 0.0] and unknown["prob_hi"].tolist() == [1.0, 1.0]
+    # an unknown error leaves every probability undetermined: no interval is claimed
+    assert unknown["prob_lo"].isna().all() and unknown["prob_hi"].isna().all()
+    row = format_table(unknown).splitlines()[1]
+    assert "n/a" in row and "[" not in row
 
 
 def test_compare_is_deterministic_by_default():
@@ -104,7 +107,16 @@ def test_sample_smc_style_object_arrays_use_the_last_finite_entry_per_chain():
     est = evidence_estimate(tree)
     assert est.method == "pm.sample_smc"
     assert est.log_z == pytest.approx(special.logsumexp([-4.0, -4.2]) - np.log(2))
-    assert est.mcse > 0
+    # PyMC's kernels give no within-chain error: two chains claim no MCSE, flagged
+    assert np.isnan(est.mcse) and est.flags == "no_error"
+    four = np.empty((4, 1), dtype=object)
+    for c in range(4):
+        four[c, 0] = [np.nan, -4.0 - 0.1 * c]
+    tree4 = DataTree.from_dict(
+        {"sample_stats": xr.Dataset({"log_marginal_likelihood": (("chain", "k"), four)})}
+    )
+    est4 = evidence_estimate(tree4)
+    assert est4.mcse > 0 and est4.flags == ""  # the between-chain error, from 4 chains
 
 
 def test_sample_smc_single_chain_float_vector_is_one_chain():

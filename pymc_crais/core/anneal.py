@@ -18,7 +18,7 @@ back at the end.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,7 +42,8 @@ from .weights import (
 )
 
 __all__ = ["RESAMPLE_POLICIES", "AnnealOptions", "AnnealResult", "MaxStepsWarning"]
-__all__ += ["ParamsByTau", "WeightsVanishedError", "anneal", "mean_correlation"]
+__all__ += ["ParamsByTau", "StageView", "WeightsVanishedError", "anneal", "anneal_stages"]
+__all__ += ["mean_correlation"]
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,45 @@ def anneal(
         options = AnnealOptions.from_settings(**settings)
     elif settings:
         raise TypeError(f"pass either options or keyword settings, not both (got {sorted(settings)})")
+    stages = anneal_stages(rng, density, x0, path, schedule, kernel, options)
+    while True:
+        try:
+            stage = next(stages)
+        except StopIteration as done:
+            return done.value
+        if callback is not None:
+            callback(stage.index, stage.tau, stage.ess, stage.acceptance_rate)
+
+
+@dataclass(frozen=True)
+class StageView:
+    """What :func:`anneal_stages` yields after each stage: the stage's index and numbers,
+    and the running estimate (scale shift included), for a caller that drives the loop
+    stage by stage (progress, PyMC's ``pm.sample_smc`` driver)."""
+
+    index: int
+    tau: float
+    ess: float
+    acceptance_rate: float
+    n_mcmc_steps: int
+    resampled: bool
+    log_marginal_likelihood: float
+
+
+def anneal_stages(
+    rng: np.random.Generator,
+    density: BatchedDensity,
+    x0: np.ndarray,
+    path: AnnealingPath,
+    schedule: Schedule,
+    kernel: MutationKernel,
+    options: AnnealOptions,
+) -> Generator[StageView, None, AnnealResult]:
+    """:func:`anneal` one stage at a time: a generator that yields a :class:`StageView`
+    after each stage and returns the :class:`AnnealResult` (``StopIteration.value``).
+
+    Driving it to the end gives the same bits as :func:`anneal` with the same arguments.
+    """
     evals_before = density.n_evals
     state = ParticleState.evaluate(density, x0, gradient=kernel.needs_gradient)
     state = state.with_family(np.arange(state.n))
@@ -312,10 +352,13 @@ def anneal(
         corr = coordinate_correlations(x_start, moved.last.x) if moved.n_steps else np.array([])
         rec.move_correlation.append(float(corr.mean()) if corr.size else np.nan)
         rec.move_correlation_max.append(float(corr.max()) if corr.size else np.nan)
-        if callback is not None:
-            callback(loop.stage, tau_new, ess, rec.acceptance_rate[-1])
+        view = StageView(
+            loop.stage, tau_new, ess, rec.acceptance_rate[-1], int(moved.n_steps),
+            bool(resampled), float(loop.log_z + path.c),
+        )
         loop.tau = tau_new
         loop.stage += 1
+        yield view
     return _result(loop, path, options, int(density.n_evals - evals_before))
 
 

@@ -9,21 +9,23 @@ posterior draws.
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..chain_result import ChainResult
-from ..core.anneal import AnnealResult, anneal
+from ..core.anneal import AnnealOptions, AnnealResult, StageView, anneal_stages
 from ..core.kernels import MutationKernel
 from ..core.resampling import systematic
 from ..core.schedules import Schedule
 from ..core.weights import normalized_weights
-from .pipeline import RunSetup
+from .pipeline import RunSetup, finish
 from .progress import ChainProgress, stage_callback
 from .runner import run_chains
 
-__all__ = ["AnnealTask", "chain_result", "run_anneal_chain", "run_anneal_chains"]
+__all__ = ["AnnealPlan", "AnnealTask", "chain_result", "iter_anneal_chain", "run_anneal_chain"]
+__all__ += ["run_anneal_chains"]
 
 
 @dataclass
@@ -55,14 +57,23 @@ class AnnealTask:
 
 def run_anneal_chain(task: AnnealTask) -> ChainResult:
     """Anneal one chain; plain NumPy output (picklable, small)."""
+    stages = iter_anneal_chain(task)
+    report = stage_callback(task.chain)
+    while True:
+        try:
+            stage = next(stages)
+        except StopIteration as done:
+            return done.value
+        if report is not None:
+            report(stage.index, stage.tau, stage.ess, stage.acceptance_rate)
+
+
+def iter_anneal_chain(task: AnnealTask) -> Generator[StageView, None, ChainResult]:
+    """:func:`run_anneal_chain` one stage at a time: yields each stage's
+    :class:`~pymc_crais.core.anneal.StageView` and returns the :class:`ChainResult`
+    (the same bits as :func:`run_anneal_chain`)."""
     rng = task.rng
-    result = anneal(
-        rng,
-        task.density,
-        task.draw(rng, task.draws),
-        task.path,
-        task.schedule,
-        task.kernel,
+    options = AnnealOptions.from_settings(
         n_mcmc_steps=task.n_mcmc_steps,
         max_mcmc_steps=task.max_mcmc_steps,
         correlation_threshold=task.correlation_threshold,
@@ -74,7 +85,10 @@ def run_anneal_chain(task: AnnealTask) -> ChainResult:
         max_steps=task.max_steps,
         tune_from_weights=task.tune_from_weights,
         kernel_params=task.kernel_params,
-        callback=stage_callback(task.chain),
+    )
+    x0 = task.draw(rng, task.draws)
+    result = yield from anneal_stages(
+        rng, task.density, x0, task.path, task.schedule, task.kernel, options
     )
     return chain_result(task.chain, rng, result, task.draws)
 
@@ -103,29 +117,60 @@ def chain_result(chain: int, rng: np.random.Generator, result: AnnealResult, dra
     )
 
 
+@dataclass
+class AnnealPlan:
+    """An annealing run whose run-level work is done (set-up, pilots, tuning run): what is
+    left is one :class:`AnnealTask` per chain and the output.
+
+    ``sample_smc`` and ``sample_crais`` build one and :meth:`run` it; the ``pm.sample_smc``
+    kernels (:mod:`pymc_crais.samplers.smc_kernels`) build one and run each chain's
+    :meth:`task` under PyMC's driver, so both doors start, move and stop alike.
+    """
+
+    setup: RunSetup
+    path: object
+    schedule: Schedule
+    label: str
+    task_kwargs: dict
+    attrs: dict
+    extra: dict
+    t_start: float
+
+    def task(self, chain: int, rng: np.random.Generator) -> AnnealTask:
+        """The task of chain ``chain`` with generator ``rng``."""
+        return AnnealTask(
+            chain=chain,
+            rng=rng,
+            density=self.setup.density,
+            draw=self.setup.draw,
+            draws=self.setup.draws,
+            path=self.path,
+            schedule=self.schedule,
+            kernel=self.setup.kernel,
+            **self.task_kwargs,
+        )
+
+    def run(self):
+        """Run every chain (the chain runner) and build the output (``finish``)."""
+        outs, self.attrs["sampling_time"] = run_anneal_chains(
+            self.setup, self.path, self.schedule, self.label, **self.task_kwargs
+        )
+        self.attrs["wall_time"] = time.perf_counter() - self.t_start
+        return finish(self.setup, outs, self.attrs, self.extra)
+
+
 def run_anneal_chains(
     setup: RunSetup, path, schedule, label: str, run=None, **task_kwargs
 ) -> tuple[list[ChainResult], float]:
     """One :class:`AnnealTask` per chain (the run's kernel, ``q0`` and generators), run by
-    the chain runner with ``run`` (default :func:`run_anneal_chain`); returns the results and the sampling time in seconds.
+    the chain runner with ``run`` (default :func:`run_anneal_chain`); returns the results
+    and the sampling time in seconds.
 
     ``task_kwargs`` are the task's fields after ``kernel`` (``n_mcmc_steps``, ``max_steps``,
     the resampling policy...).
     """
-    tasks = [
-        AnnealTask(
-            chain=i,
-            rng=setup.chain_rngs[i],
-            density=setup.density,
-            draw=setup.draw,
-            draws=setup.draws,
-            path=path,
-            schedule=schedule,
-            kernel=setup.kernel,
-            **task_kwargs,
-        )
-        for i in range(setup.chains)
-    ]
+    plan = AnnealPlan(setup, path, schedule, label, task_kwargs, {}, {}, 0.0)
+    tasks = [plan.task(i, setup.chain_rngs[i]) for i in range(setup.chains)]
     t0 = time.perf_counter()
     progress = ChainProgress(setup.options.progressbar, setup.chains, label)
     run = run_anneal_chain if run is None else run

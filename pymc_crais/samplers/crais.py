@@ -19,13 +19,14 @@ from ..core.paths import make_path
 from ..core.rate_reference import reference_rate_for_steps
 from ..core.schedules import FixedSchedule, interpolate_schedule
 from ..warnings import MaxStepsWarning, user_stacklevel
-from .anneal_chain import run_anneal_chains
+from .anneal_chain import AnnealPlan
 from .options import RunOptions, check_int, check_rate, is_auto
-from .pipeline import finish, prepare
+from .pipeline import prepare
 from .runner import single_threaded_blas
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
-__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "final_transitions", "sample_crais"]
+__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "final_transitions", "plan_crais"]
+__all__ += ["sample_crais"]
 
 FINAL_ACCEPTANCE = 0.5
 MAX_FINAL_FACTOR = 4
@@ -181,6 +182,77 @@ def sample_crais(
         reason in ``schedule_fallback``; empty when the tuned schedule was used).
         ``n_logp_evals`` counts the final run only.
     """
+    return plan_crais(
+        draws=draws,
+        alpha=alpha,
+        delta=delta,
+        n_steps=n_steps,
+        kernel=kernel,
+        chains=chains,
+        cores=cores,
+        random_seed=random_seed,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        idata_kwargs=idata_kwargs,
+        compile_kwargs=compile_kwargs,
+        model=model,
+        init=init,
+        init_kwargs=init_kwargs,
+        n_tune_steps=n_tune_steps,
+        tune_draws=tune_draws,
+        variance=variance,
+        min_step=min_step,
+        max_step=max_step,
+        v_min=v_min,
+        max_steps=max_steps,
+        n_mcmc_steps=n_mcmc_steps,
+        final_mcmc_steps=final_mcmc_steps,
+        kernel_kwargs=kernel_kwargs,
+        replay_kernel=replay_kernel,
+        scale_shift=scale_shift,
+        backend=backend,
+        mp_ctx=mp_ctx,
+        executor=executor,
+        memory_budget=memory_budget,
+    ).run()
+
+
+def plan_crais(
+    draws: int = 1000,
+    alpha: float = 0.0,
+    delta="auto",
+    n_steps: int | None = 200,
+    kernel="auto",
+    chains: int | None = None,
+    cores: int | None = None,
+    random_seed=None,
+    progressbar: bool = True,
+    return_inferencedata: bool = True,
+    idata_kwargs: dict | None = None,
+    compile_kwargs: dict | None = None,
+    *,
+    model=None,
+    init="auto",
+    init_kwargs: dict | None = None,
+    n_tune_steps: int | None = None,
+    tune_draws: int | None = None,
+    variance: str = "unweighted",
+    min_step: float | None = 0.0,
+    max_step: float | None = 0.125,
+    v_min: float = 1e-3,
+    max_steps: int = 10_000,
+    n_mcmc_steps: int = 1,
+    final_mcmc_steps="auto",
+    kernel_kwargs: dict | None = None,
+    replay_kernel: bool = True,
+    scale_shift: float | str | None = None,
+    backend: str | None = None,
+    mp_ctx=None,
+    executor=None,
+    memory_budget: float | None = None,
+) -> AnnealPlan:
+    """:func:`sample_crais`'s checks, set-up, pilot and tuning run: the final run, ready
+    for its chains (:class:`~pymc_crais.samplers.anneal_chain.AnnealPlan`). Same arguments."""
     t_start = time.perf_counter()
     make_path(alpha, 0.0)
     delta = check_rate(delta)
@@ -291,15 +363,9 @@ def sample_crais(
     replay_kernel = bool(replay_kernel) and not fallback
     replay = ParamsByTau(tres.stages["tau"], tres.kernel_params) if replay_kernel else None
     attrs["replay_kernel"] = replay_kernel
-    outs, attrs["sampling_time"] = run_anneal_chains(
-        setup,
-        path,
-        FixedSchedule(final, name="linear" if fallback else "constant_rate"),
-        "CR-AIS",
-        n_mcmc_steps=int(final_mcmc_steps),
-        max_steps=int(final.size),
-        kernel_params=replay,
-    )
-    attrs["wall_time"] = time.perf_counter() - t_start
     extra = {"tune_tau": (("tune_stage",), tres.stages["tau"])}
-    return finish(setup, outs, attrs, extra)
+    task_kwargs = dict(
+        n_mcmc_steps=int(final_mcmc_steps), max_steps=int(final.size), kernel_params=replay
+    )
+    schedule = FixedSchedule(final, name="linear" if fallback else "constant_rate")
+    return AnnealPlan(setup, path, schedule, "CR-AIS", task_kwargs, attrs, extra, t_start)

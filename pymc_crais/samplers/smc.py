@@ -9,7 +9,7 @@ import numpy as np
 from ..core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, Schedule
-from .anneal_chain import run_anneal_chains
+from .anneal_chain import AnnealPlan
 from .options import (
     ADAPTIVE_SCHEDULES,
     RunOptions,
@@ -19,11 +19,11 @@ from .options import (
     resolve_schedule,
 )
 from .path_option import build_path, check_path
-from .pipeline import finish, prepare
+from .pipeline import prepare
 from .runner import single_threaded_blas
 from .tuning import rate_for_steps, scale_shift_pilot
 
-__all__ = ["SMC_SCHEDULES", "sample_smc"]
+__all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
 
 SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
 WASTE_FREE_LENGTH = 10  # the chain length P of waste_free=True
@@ -101,6 +101,39 @@ def sample_smc(
         As :func:`pymc_crais.sample_ais`, with ``method = "smc"`` and per-stage
         ``resampled`` and ``mcmc_steps``.
     """
+    return plan_smc(
+        draws,
+        kernel,
+        start=start,
+        model=model,
+        random_seed=random_seed,
+        chains=chains,
+        cores=cores,
+        compute_convergence_checks=compute_convergence_checks,
+        return_inferencedata=return_inferencedata,
+        idata_kwargs=idata_kwargs,
+        progressbar=progressbar,
+        **kernel_kwargs,
+    ).run()
+
+
+def plan_smc(
+    draws: int = 2000,
+    kernel="auto",
+    *,
+    start=None,
+    model=None,
+    random_seed=None,
+    chains: int | None = None,
+    cores: int | None = None,
+    compute_convergence_checks: bool = True,
+    return_inferencedata: bool = True,
+    idata_kwargs: dict | None = None,
+    progressbar: bool = True,
+    **kernel_kwargs,
+) -> AnnealPlan:
+    """:func:`sample_smc`'s checks, set-up and pilot: the run, ready for its chains
+    (:class:`~pymc_crais.samplers.anneal_chain.AnnealPlan`). Same arguments."""
     t_start = time.perf_counter()
     if start is not None:
         raise ValueError(
@@ -191,11 +224,7 @@ def sample_smc(
         max_step = 0.125 if max_step is None else max_step
         sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=max_step)
         attrs.update(sched.describe())
-    outs, attrs["sampling_time"] = run_anneal_chains(
-        setup,
-        build_path(setup, path, alpha, c, attrs, path_kwargs),
-        sched,
-        "SMC",
+    task_kwargs = dict(
         n_mcmc_steps=n_mcmc_steps,
         max_steps=max_steps,
         resample=resample,
@@ -207,5 +236,5 @@ def sample_smc(
         max_correlation=float(max_correlation),
         waste_free=waste_free,
     )
-    attrs["wall_time"] = time.perf_counter() - t_start
-    return finish(setup, outs, attrs, {})
+    path = build_path(setup, path, alpha, c, attrs, path_kwargs)
+    return AnnealPlan(setup, path, sched, "SMC", task_kwargs, attrs, {}, t_start)
