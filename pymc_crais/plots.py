@@ -34,32 +34,28 @@ def _stats(idata, what: str):
         raise TypeError(f"{what} needs the DataTree returned by a pymc_crais sampler") from None
 
 
-def _schedule_rows(stats, tune: bool) -> list[np.ndarray]:
-    """Each chain's ``τ`` per stage, without the start ``τ = 0``.
+def _schedule_rows(idata, tune: bool, name) -> list[np.ndarray]:
+    """Each chain's ``τ`` per stage, without the start ``τ = 0``: from any result the
+    package reads (:func:`pymc_crais.result_reader.read_result`: our samplers, our
+    ``pm.sample_smc`` kernels, PyMC's own ``pm.sample_smc`` and its ``beta``), or with
+    ``tune`` the CR-AIS tuning run's ``tune_tau``."""
+    from .result_reader import read_result
 
-    From a pymc_crais result (``sample_stats.tau``, ``(chain, stage)`` padded with NaN; with
-    ``tune``, the CR-AIS tuning run's ``tune_tau``) or from ``pm.sample_smc`` (any kernel):
-    its ``sample_stats.beta`` is one row per chain, an object array of per-chain lists when
-    the chains ran different numbers of stages, and one chain's stages (on the ``chain``
-    dim) when ``chains=1``.
-    """
     if tune:
+        stats = _stats(idata, "plot_schedule")
         if "tune_tau" not in stats:
             raise ValueError("tune=True needs a CR-AIS result (sample_stats.tune_tau is missing)")
         rows = [np.asarray(stats["tune_tau"].values, dtype=np.float64).ravel()]
-    elif "tau" in stats or "beta" in stats:
-        values = np.asarray(stats["tau" if "tau" in stats else "beta"].values)
-        if values.ndim == 1 and values.dtype == object and any(np.ndim(v) > 0 for v in values):
-            rows = [np.asarray(v, dtype=np.float64).ravel() for v in values]  # ragged chains
-        elif values.ndim == 1:
-            rows = [values.astype(np.float64)]  # chains=1: the stages are on the chain dim
-        else:
-            rows = [np.asarray(list(v), dtype=np.float64) for v in values]
     else:
-        raise ValueError(
-            "plot_schedule needs sample_stats.tau (a pymc_crais sampler) or sample_stats.beta "
-            "(pm.sample_smc); the result has neither"
-        )
+        _stats(idata, "plot_schedule")  # a TypeError naming the function for a non-result
+        view = read_result(idata, name=name)
+        if not all("tau" in cs for cs in view.chain_stats):
+            where = f"result {name!r}" if name is not None else "the result"
+            raise ValueError(
+                f"plot_schedule: {where} records no schedule (no sample_stats.tau of a "
+                "pymc_crais sampler, no sample_stats.beta of pm.sample_smc)"
+            )
+        rows = [np.asarray(cs["tau"], dtype=np.float64).ravel() for cs in view.chain_stats]
     return [r[np.isfinite(r)] for r in rows]
 
 
@@ -97,7 +93,7 @@ def plot_schedule(results, ax=None, *, tune: bool = False, log_scale: bool = Fal
     colors = _pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
     one_stage = []  # (label, chains that ran one stage, chains)
     for i, (label, idata) in enumerate(items):
-        rows = _schedule_rows(_stats(idata, "plot_schedule"), tune)
+        rows = _schedule_rows(idata, tune, label)
         color = colors[i % len(colors)]
         for c, tau in enumerate(rows):
             x = np.arange(tau.size + 1)

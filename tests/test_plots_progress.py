@@ -132,13 +132,17 @@ def test_plot_schedule_reads_pm_sample_smc_output():
     _one_stage_segments(pmc.plot_schedule(ref), 2)
     ragged = np.empty(2, dtype=object)  # as PyMC stores chains of different lengths
     ragged[0], ragged[1] = [0.3, 1], [1]
-    tree = xr.DataTree.from_dict({"sample_stats": xr.Dataset({"beta": ("chain", ragged)})})
+    lml = np.empty(2, dtype=object)
+    lml[0], lml[1] = [np.nan, -3.0], [-3.1]
+    stats = xr.Dataset({"beta": ("chain", ragged), "log_marginal_likelihood": ("chain", lml)},
+                       attrs={"inference_library": "pymc"})
+    tree = xr.DataTree.from_dict({"sample_stats": stats})
     ax = pmc.plot_schedule(tree)
     assert [line.get_ydata().tolist() for line in ax.lines] == [[0.0, 0.3, 1.0], [0.0, 1.0]]
     assert ax.texts[0].get_text().startswith("one stage (chain 1): ")
-    other = xr.Dataset({"x": ("chain", [1.0])})
-    with pytest.raises(ValueError, match="neither"):
-        pmc.plot_schedule(xr.DataTree.from_dict({"sample_stats": other}))
+    no_beta = stats.drop_vars("beta")
+    with pytest.raises(ValueError, match="records no schedule"):
+        pmc.plot_schedule({"x": xr.DataTree.from_dict({"sample_stats": no_beta})})
     plt.close("all")
 
 
