@@ -1,9 +1,16 @@
-"""The ``pymc-crais`` command line: ``pymc-crais demo`` runs the evidence demo."""
+"""The ``pymc-crais`` command line: ``pymc-crais demo`` runs the evidence demo.
+
+Every argument is checked when it is parsed, before a model is built or compiled (the
+figure's path included), and a user error ends with one line and exit status 2, as
+argparse's own errors; no user error prints a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -61,6 +68,7 @@ def _run(label, model, args, sampler: str = "sample_smc", **settings):
     """One run (SMC with its defaults unless told otherwise); prints what it is doing, then a line with log Z, wall time
     (compilation included) and evaluations."""
     import pymc_crais as pmc
+    from pymc_crais.samplers.progress import counted
 
     t0 = time.perf_counter()
     compile_time = _compile(label, model)
@@ -71,7 +79,7 @@ def _run(label, model, args, sampler: str = "sample_smc", **settings):
         steps.append("Laplace fit")
     if sampler == "sample_crais":
         steps.append("tuning run")
-    steps.append(f"{args.chains} chains")
+    steps.append(counted(args.chains, "chain"))
     print(f"  {label}: compiled in {compile_time:.1f} s; {SAMPLER_NAMES[sampler]}: "
           f"{', '.join(steps)}...", flush=True)
     idata = getattr(pmc, sampler)(
@@ -127,8 +135,12 @@ def _figure(path, results: dict, tables: dict, references: dict, samplers: dict)
             axes[2, k].set_title(f"{title}: log Z − reference value")
         else:
             axes[2, k].set_axis_off()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as err:  # checked before sampling; the path can still vanish meanwhile
+        return f"the figure could not be written to {path}: {err}"
+    finally:
+        plt.close(fig)
     return f"figure written to {path}"
 
 
@@ -140,10 +152,12 @@ def demo(args) -> int:
     from pymc_crais.comparison import format_table
     from pymc_crais.datasets import REFERENCE_LOG_Z, load_pima, load_sonar
     from pymc_crais.models import logistic_regression
+    from pymc_crais.samplers.progress import counted
 
     t_start = time.perf_counter()
     print(f"pymc_crais {pmc.__version__}: Bayes factors by pmc.sample_smc with its defaults "
-          f"({args.chains} chains × {args.draws} particles, seed {args.seed})\n", flush=True)
+          f"({counted(args.chains, 'chain')} × {args.draws} particles, seed {args.seed})\n",
+          flush=True)
     if not args.skip_check:
         _check_case(args)
 
@@ -211,25 +225,105 @@ example:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line (no usage block): ``prog: error: ...``,
+    with where to find the options, and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int_at_least(minimum: int, what: str):
+    """An argparse ``type``: an integer ``>= minimum``; the message says what it counts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer ({what}), got {text!r}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum} ({what}), got {value}")
+        return value
+
+    return parse
+
+
+#: What matplotlib writes (``savefig`` picks the format from the suffix).
+FIGURE_SUFFIXES = (".eps", ".jpeg", ".jpg", ".pdf", ".pgf", ".png", ".ps", ".raw", ".rgba",
+                   ".svg", ".svgz", ".tif", ".tiff", ".webp")
+
+
+def figure_path_problem(path: str) -> str | None:
+    """Why the demo could not write its figure to ``path`` (``None``: it can), found before
+    anything is sampled: a folder in the file's place, a suffix matplotlib does not write, a
+    missing folder, or a file or folder that cannot be written (tried: an existing file is
+    opened for appending, which changes nothing; else a temporary file is made and removed
+    in its folder)."""
+    import tempfile
+
+    target = Path(path).expanduser()
+    folder = target.parent
+    if target.is_dir():
+        return f"--figure {path} is a directory; give a file name, e.g. {target / 'demo.png'}"
+    if target.suffix.lower() not in FIGURE_SUFFIXES:
+        return (f"--figure {path}: matplotlib cannot write a {target.suffix or 'suffix-less'} "
+                f"file; end the name with .png (or .pdf, .svg, .jpg, ...)")
+    if not folder.is_dir():
+        return (f"--figure {path}: the directory {folder} does not exist; create it or pick "
+                "another path")
+    try:
+        if target.exists():
+            with open(target, "ab"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".pymc-crais-", suffix=".tmp"):
+                pass
+    except OSError as err:
+        where = "the file" if target.exists() else f"the directory {folder}"
+        return f"--figure {path}: {where} is not writable ({err.strerror}); pick another path"
+    return None
+
+
+def _version() -> str:
+    """The installed distribution's version (the package's own when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pymc_crais")
+    except PackageNotFoundError:
+        from pymc_crais import __version__
+
+        return f"{__version__} (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pymc-crais", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND",
+                                parser_class=_Parser)
     p = sub.add_parser(
         "demo", help="Bayes factors on the bundled data, with a figure (a few minutes)",
         description="Bayes factors on the bundled data: a conjugate model against its exact "
         "log Z, Pima (full vs reduced logistic regression) and Sonar (prior scale 1 vs 5), by "
-        "pmc.sample_smc with its defaults, 4 chains each; prints the comparison tables and writes "
-        "a figure.",
+        "pmc.sample_smc with its defaults (4 chains each unless told); prints the comparison "
+        "tables and writes a figure.",
     )
-    p.add_argument("--draws", type=int, default=2000,
-                   help="particles per chain (default 2000, sample_smc's default)")
-    p.add_argument("--chains", type=int, default=4, help="independent chains per model (default 4)")
-    p.add_argument("--cores", type=int, default=None, help="worker processes (default: all CPUs)")
-    p.add_argument("--seed", type=int, default=2026, help="random seed (default 2026)")
-    p.add_argument("--figure", default="pymc_crais_demo.png", help="PNG to write (default pymc_crais_demo.png)")
+    p.add_argument("--draws", type=_int_at_least(2, "particles per chain"), default=2000,
+                   help="particles per chain, at least 2 (default 2000, sample_smc's default)")
+    p.add_argument("--chains", type=_int_at_least(1, "chains per model"), default=4,
+                   help="independent chains per model (default 4)")
+    p.add_argument("--cores", type=_int_at_least(1, "worker processes"), default=None,
+                   help="worker processes (default: all CPUs)")
+    p.add_argument("--seed", type=_int_at_least(0, "a random seed"), default=2026,
+                   help="random seed, an integer >= 0 (default 2026)")
+    p.add_argument("--figure", default="pymc_crais_demo.png",
+                   help="the figure to write (default pymc_crais_demo.png; .pdf, .svg... as "
+                   "matplotlib writes them); checked before anything is sampled")
     p.add_argument("--skip-check", action="store_true", help="skip the conjugate sanity check")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress output (by default a live display in a terminal, one line "
@@ -243,7 +337,14 @@ def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return demo(args)
+        problem = figure_path_problem(args.figure)
+        if problem:
+            parser.exit(2, f"pymc-crais demo: error: {problem}\n")
+        try:
+            return demo(args)
+        except KeyboardInterrupt:
+            print("pymc-crais: interrupted", file=sys.stderr)
+            return 130
     parser.print_help()
     return 0
 

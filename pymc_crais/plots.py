@@ -34,48 +34,106 @@ def _stats(idata, what: str):
         raise TypeError(f"{what} needs the DataTree returned by a pymc_crais sampler") from None
 
 
+def _schedule_rows(idata, tune: bool, name) -> list[np.ndarray]:
+    """Each chain's ``τ`` per stage, without the start ``τ = 0``: from any result the
+    package reads (:func:`pymc_crais.result_reader.read_result`: our samplers, our
+    ``pm.sample_smc`` kernels, PyMC's own ``pm.sample_smc`` and its ``beta``), or with
+    ``tune`` the CR-AIS tuning run's ``tune_tau``."""
+    from .result_reader import read_result
+
+    if tune:
+        stats = _stats(idata, "plot_schedule")
+        if "tune_tau" not in stats:
+            raise ValueError("tune=True needs a CR-AIS result (sample_stats.tune_tau is missing)")
+        rows = [np.asarray(stats["tune_tau"].values, dtype=np.float64).ravel()]
+    else:
+        _stats(idata, "plot_schedule")  # a TypeError naming the function for a non-result
+        view = read_result(idata, name=name)
+        if not all("tau" in cs for cs in view.chain_stats):
+            where = f"result {name!r}" if name is not None else "the result"
+            raise ValueError(
+                f"plot_schedule: {where} records no schedule (no sample_stats.tau of a "
+                "pymc_crais sampler, no sample_stats.beta of pm.sample_smc)"
+            )
+        rows = [np.asarray(cs["tau"], dtype=np.float64).ravel() for cs in view.chain_stats]
+    return [r[np.isfinite(r)] for r in rows]
+
+
 def plot_schedule(results, ax=None, *, tune: bool = False, log_scale: bool = False):
-    """The annealing schedule: ``τ`` against the step, one line per chain.
+    """The annealing schedule: ``τ`` against the step, one line per chain, from the start
+    ``τ = 0`` (step 0) to ``τ = 1``.
+
+    A run that ends in one stage (the start was close enough to the posterior to go from
+    ``τ = 0`` to 1 in one step, frequent with ``init="auto"`` on small models) draws the
+    segment from ``(0, 0)`` to ``(1, 1)`` with its two points marked, and a note on the plot
+    says which results (and chains) did so.
 
     Parameters
     ----------
     results : xarray.DataTree or dict of str to DataTree
-        One result, or several (overlaid, one colour per result, labelled by the dict key).
+        One result, or several (overlaid, one colour per result, labelled by the dict key):
+        of a pymc_crais sampler, or of ``pm.sample_smc`` (its ``sample_stats.beta``, with
+        PyMC's kernels or ours).
     ax : matplotlib.axes.Axes, optional
     tune : bool, default False
         Draw the CR-AIS tuning-run schedule (``sample_stats.tune_tau``) instead of the final
         runs' schedules.
     log_scale : bool, default False
-        Plot ``τ`` on a log axis (useful for schedules that start with tiny steps).
+        Plot ``τ`` on a log axis (useful for schedules that start with tiny steps); the
+        start ``τ = 0`` is then left out.
 
     Returns
     -------
     matplotlib.axes.Axes
     """
+    from matplotlib.ticker import MaxNLocator
+
     ax = _axes(ax)
     items = results.items() if isinstance(results, dict) else [(None, results)]
     colors = _pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+    one_stage = []  # (label, chains that ran one stage, chains)
     for i, (label, idata) in enumerate(items):
-        stats = _stats(idata, "plot_schedule")
+        rows = _schedule_rows(idata, tune, label)
         color = colors[i % len(colors)]
-        if tune:
-            if "tune_tau" not in stats:
-                raise ValueError("tune=True needs a CR-AIS result (sample_stats.tune_tau is missing)")
-            taus = np.atleast_2d(np.asarray(stats["tune_tau"].values, dtype=np.float64))
-        else:
-            taus = np.asarray(stats["tau"].values, dtype=np.float64)
-        for c, tau in enumerate(taus):
-            tau = tau[np.isfinite(tau)]
-            ax.plot(np.arange(tau.size), tau, color=color, lw=1.2, alpha=0.8,
-                    label=(label if c == 0 and label is not None else None))
-    ax.set_xlabel("annealing step")
+        for c, tau in enumerate(rows):
+            x = np.arange(tau.size + 1)
+            y = np.concatenate([[0.0], tau])
+            if log_scale:
+                x, y = x[1:], y[1:]
+            ax.plot(x, y, color=color, lw=1.2, alpha=0.8, marker="o" if tau.size <= 12 else None,
+                    ms=4, label=(label if c == 0 and label is not None else None))
+        single = [c for c, tau in enumerate(rows) if tau.size == 1]
+        if single:
+            one_stage.append((label, single, len(rows)))
+    if one_stage:
+        ax.text(0.98, 0.03, _one_stage_note(one_stage), transform=ax.transAxes, ha="right",
+                va="bottom", fontsize=8, color="0.25")
+    ax.set_xlabel("annealing step (0: the start)")
     ax.set_ylabel("τ")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if log_scale:
         ax.set_yscale("log")
+    else:
+        ax.set_ylim(-0.03, 1.05)
     ax.set_title("tuning schedule" if tune else "schedule")
     if isinstance(results, dict):
-        ax.legend(frameon=False)
+        # the note is in the lower right corner, which a one-stage segment leaves free
+        ax.legend(frameon=False, loc="upper left" if one_stage else "best")
     return ax
+
+
+def _one_stage_note(one_stage: list) -> str:
+    """``"one stage: the start was close to the posterior"``, naming the results and chains
+    when not every chain drawn did so."""
+    parts = []
+    for label, chains, n in one_stage:
+        which = "" if len(chains) == n else (
+            f"chain {chains[0]}" if len(chains) == 1 else f"chains {', '.join(map(str, chains))}"
+        )
+        parts.append(", ".join(p for p in (label, which) if p))
+    named = "; ".join(p for p in parts if p)
+    head = f"one stage ({named})" if named else "one stage"
+    return f"{head}: the start was close to the posterior\n(τ = 0 to 1 in a single step)"
 
 
 def plot_log_weights(idata, ax=None, *, bins: int = 40):

@@ -39,6 +39,7 @@ SHARED_MACHINERY = (
     "tuning.py",
     "anneal_chain.py",
     "rts_chain.py",
+    "mcd_chain.py",
     "chain_batch.py",
     "memory.py",
 )

@@ -41,22 +41,35 @@ def test_sample_mcd_short_run_within_mcse(regression, method):
     np.testing.assert_allclose(post, regression.posterior_mean["beta"], atol=0.1)
 
 
-def test_sample_mcd_same_seed_same_bits(regression):
+def test_sample_mcd_same_seed_same_bits_for_any_cores(regression, capsys):
+    """The chains go through the shared chain runner: in this process (cores=1) or in
+    worker processes (cores=2), the same seed gives the same bits."""
     kw = {
         "draws": 200,
         "n_steps": 8,
         "train_steps": 5,
-        "chains": 1,
+        "chains": 2,
         "random_seed": 9,
         "model": regression.model,
-        "progressbar": False,
     }
-    a = pmc.sample_mcd(**kw)
-    b = pmc.sample_mcd(**kw)
+    a = pmc.sample_mcd(cores=1, progressbar=False, **kw)
+    b = pmc.sample_mcd(cores=2, progressbar=True, **kw)  # a non-terminal: one line per chain
+    np.testing.assert_array_equal(
+        a.sample_stats.log_marginal_likelihood.values, b.sample_stats.log_marginal_likelihood.values
+    )
     np.testing.assert_array_equal(
         a.sample_stats.log_weights.values, b.sample_stats.log_weights.values
     )
     np.testing.assert_array_equal(a.posterior["beta"].values, b.posterior["beta"].values)
+    for name in ("training_elbo", "step_size", "q0_mean", "n_logp_evals"):
+        np.testing.assert_array_equal(a.sample_stats[name].values, b.sample_stats[name].values)
+    log_z = a.sample_stats.log_marginal_likelihood.values
+    assert log_z[0] != log_z[1]  # each chain its own generator
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "pymc_crais: MCD chain" in ln]
+    assert sorted(ln.split(" done")[0] for ln in lines) == [
+        "pymc_crais: MCD chain 0",
+        "pymc_crais: MCD chain 1",
+    ]
 
 
 def test_sample_mcd_fd_hvp_matches_compiled(regression):
@@ -152,3 +165,14 @@ def test_sample_mcd_cost_accounting_exact(regression, method):
     np.testing.assert_array_equal(
         ss.n_logp_evals.values - train, [N * (K + 1) + laplace, N * (K + 1)]
     )
+
+
+def test_every_sampler_takes_the_run_arguments():
+    """sample_mcd takes what every other sampler takes to place its chains."""
+    import inspect
+
+    for sampler in (pmc.sample_ais, pmc.sample_crais, pmc.sample_smc, pmc.sample_rts,
+                    pmc.sample_mcd):
+        params = inspect.signature(sampler).parameters
+        for name in ("chains", "cores", "random_seed", "progressbar"):
+            assert name in params, (sampler.__name__, name)

@@ -17,23 +17,15 @@ import time
 
 import numpy as np
 
-from ..chain_result import STAGE_KEYS, ChainResult
 from ..core.initial import laplace_fit
-from ..core.mcd import METHODS, ResidualScore, estimate, train
-from ..core.resampling import systematic
-from ..core.ula import (
-    DensityTarget,
-    betas_from_params,
-    init_params,
-    log_z_estimate,
-    step_sizes_from_params,
-)
-from ..core.weights import normalized_weights
+from ..core.mcd import METHODS
 from .compile import initial_point_vector, joined_scalar_graph, uses_jax
 from .jax_data import DataCompiler
+from .mcd_chain import MCDTask, run_mcd_chain
 from .options import RunOptions, check_int
 from .pipeline import finish, prepare
 from .progress import ChainProgress
+from .runner import run_chains, single_threaded_blas
 
 __all__ = ["sample_mcd"]
 
@@ -67,6 +59,7 @@ def compile_hvp(model, layout, compile_kwargs: dict | None = None):
     return hvp
 
 
+@single_threaded_blas
 def sample_mcd(
     draws: int = 2000,
     n_steps: int = 64,
@@ -74,6 +67,7 @@ def sample_mcd(
     *,
     method: str = "mcd",
     chains: int | None = None,
+    cores: int | None = None,
     random_seed=None,
     model=None,
     batch: int = 64,
@@ -91,6 +85,7 @@ def sample_mcd(
     backend: str | None = None,
     compile_kwargs: dict | None = None,
     memory_budget: float | None = None,
+    mp_ctx=None,
 ):
     """Learned unadjusted annealing: Monte Carlo Diffusion (default), ULA or UHA AIS.
 
@@ -113,8 +108,11 @@ def sample_mcd(
         Adam iterations per chain (0: no learning, the initial parameters as they are).
     method : {"mcd", "ula", "uha"}, default "mcd"
     chains : int, optional
-        Independent chains, each trained on its own (default 2). They run in this process,
-        one after the other.
+        Independent chains, each trained on its own (default 2).
+    cores : int, optional
+        Worker processes running the chains (default: the number of CPUs; with the JAX
+        backend the chains run in this process). Results do not depend on it: same seed,
+        same bits.
     random_seed : int, sequence, Generator or None
         As the other samplers: one generator per chain.
     model : pymc.Model, optional
@@ -136,7 +134,7 @@ def sample_mcd(
         when the model's graph has no second derivative).
     progressbar : bool, default True
         Show the training progress of each chain.
-    return_inferencedata, idata_kwargs, backend, compile_kwargs, memory_budget
+    return_inferencedata, idata_kwargs, backend, compile_kwargs, memory_budget, mp_ctx
         As :func:`pymc_crais.sample_ais`.
 
     Returns
@@ -166,12 +164,7 @@ def sample_mcd(
         For an unknown ``method`` or ``hvp``, or a model with discrete variables (the moves
         need gradients).
     """
-    kwargs = dict(locals())
-    from threadpoolctl import threadpool_limits
-
-    # one BLAS thread: the batched products are small (as the other samplers, sampling.py)
-    with threadpool_limits(limits=1):
-        return _sample_mcd(**kwargs)
+    return _sample_mcd(**locals())
 
 
 def _sample_mcd(
@@ -181,6 +174,7 @@ def _sample_mcd(
     train_steps,
     method,
     chains,
+    cores,
     random_seed,
     model,
     batch,
@@ -198,6 +192,7 @@ def _sample_mcd(
     backend,
     compile_kwargs,
     memory_budget,
+    mp_ctx,
 ):
     t_start = time.perf_counter()
     if method not in METHODS:
@@ -216,7 +211,7 @@ def _sample_mcd(
             model=model,
             draws=draws,
             chains=2 if chains is None else chains,
-            cores=1,
+            cores=cores,
             kernel="mala",
             random_seed=random_seed,
             backend=backend,
@@ -255,101 +250,36 @@ def _sample_mcd(
         "n_logp_evals_laplace": fit.n_evals,
         "vectorized": setup.attrs.get("vectorized", True),
     }
-    outs, elbos, logzs, eps_all, q0_all = [], [], [], [], []
+    tasks = [
+        MCDTask(
+            chain=c,
+            rng=setup.chain_rngs[c],
+            density=density,
+            hvp=hvp_fn,
+            shift=shift,
+            scale=scale,
+            draws=setup.draws,
+            method=method,
+            n_steps=n_steps,
+            train_steps=train_steps,
+            batch=batch,
+            learn=tuple(learn),
+            lr=lr,
+            net_lr=net_lr,
+            step_size=step_size,
+            max_step=max_step,
+            hidden=hidden,
+            n_blocks=n_blocks,
+            extra_evals=fit.n_evals if c == 0 else 0,
+        )
+        for c in range(setup.chains)
+    ]
     t0 = time.perf_counter()
-    with ChainProgress(progressbar, setup.chains, f"{method.upper()} training") as prog:
-        for c in range(setup.chains):
-            rng = setup.chain_rngs[c]
-            target = DensityTarget(
-                layout.dim, density=density, hvp_fn=hvp_fn, shift=shift, scale=scale
-            )
-            before = density.n_evals
-            params = init_params(layout.dim, n_steps, step_size=step_size, max_step=max_step)
-            score = (
-                ResidualScore(layout.dim, n_steps, hidden=hidden, n_blocks=n_blocks)
-                if method == "mcd"
-                else None
-            )
-
-            def report(it, elbo, c=c):
-                prog.update(c, it + 1, (it + 1) / max(train_steps, 1), float("nan"), float("nan"))
-
-            res = train(
-                target,
-                params,
-                rng,
-                method=method,
-                train_steps=train_steps,
-                batch=batch,
-                learn=tuple(learn),
-                lr=lr,
-                net_lr=net_lr,
-                score=score,
-                callback=report,
-            )
-            n_train = density.n_evals - before + 2 * (target.n_hvp if hvp_fn is not None else 0)
-            before = density.n_evals
-            lw, y = estimate(
-                target, res, rng, setup.draws, method=method, score=score, return_x=True
-            )
-            n_est = density.n_evals - before
-            log_z, mcse = log_z_estimate(lw)
-            idx = rng.permutation(systematic(rng, normalized_weights(lw), setup.draws))
-            beta = betas_from_params(res.params)
-            eps = step_sizes_from_params(res.params)
-            out = {
-                "chain": c,
-                "x": target.to_model(y[idx]),
-                "log_marginal_likelihood": log_z,
-                "log_z_variance": mcse**2,
-                "n_logp_evals": int(n_train + n_est + (fit.n_evals if c == 0 else 0)),
-                "n_logp_evals_training": int(n_train),
-                "log_weights": lw,
-                "hit_max_steps": False,
-                "tau": beta[1:],
-                "ess": np.full(n_steps, np.nan),
-                "acceptance_rate": np.full(n_steps, np.nan),
-                "log_z_increment": np.full(n_steps, np.nan),
-                "mcmc_steps": np.ones(n_steps),
-                "resampled": np.zeros(n_steps, dtype=bool),
-                "elbo": float(np.mean(lw[np.isfinite(lw)])) if np.isfinite(lw).any() else -np.inf,
-            }
-            if method == "uha":
-                out["eta"] = 0.98 / (1.0 + np.exp(-float(res.params["eta_logit"]))) + 0.01
-            prog.chain_done(out)
-            outs.append(_chain_result(out))
-            elbos.append(res.elbo)
-            logzs.append(res.log_z)
-            eps_all.append(eps)
-            q0_all.append(
-                (shift + scale * res.params["mu"], scale * np.exp(res.params["log_sigma"]))
-            )
+    progress = ChainProgress(progressbar, setup.chains, method.upper())
+    # JAX: the chains in this process (a forked JAX runtime deadlocks), one after the other
+    cores = 1 if uses_jax(setup.compile_kwargs) else setup.cores
+    outs = run_chains(tasks, run_mcd_chain, cores, mp_ctx, progress)
     attrs["sampling_time"] = time.perf_counter() - t0
     attrs["wall_time"] = time.perf_counter() - t_start
-    extra = {
-        "step_size": (("chain", "stage"), np.stack(eps_all)),
-        "training_elbo": (("chain", "train_iteration"), np.stack(elbos)),
-        "training_log_z": (("chain", "train_iteration"), np.stack(logzs)),
-        "q0_mean": (("chain", "unconstrained_dim"), np.stack([m for m, _ in q0_all])),
-        "q0_sd": (("chain", "unconstrained_dim"), np.stack([sd for _, sd in q0_all])),
-    }
-    return finish(setup, outs, attrs, extra)
+    return finish(setup, outs, attrs, {})
 
-
-def _chain_result(out: dict) -> ChainResult:
-    """A chain's output dict as the typed :class:`ChainResult` the results layer takes."""
-    fixed = {
-        "chain", "x", "log_marginal_likelihood", "log_z_variance", "n_logp_evals",
-        "log_weights", "hit_max_steps", *STAGE_KEYS,
-    }  # fmt: skip
-    return ChainResult(
-        chain=out["chain"],
-        x=out["x"],
-        log_marginal_likelihood=out["log_marginal_likelihood"],
-        log_z_variance=out["log_z_variance"],
-        n_logp_evals=out["n_logp_evals"],
-        log_weights=out["log_weights"],
-        hit_max_steps=out["hit_max_steps"],
-        stages={k: out[k] for k in STAGE_KEYS},
-        stats={k: v for k, v in out.items() if k not in fixed},
-    )

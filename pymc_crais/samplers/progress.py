@@ -6,6 +6,9 @@ process the callback feeds the display directly; in worker processes it puts
 ``(chain, stage, tau, ess, acceptance_rate)`` on a queue that a thread of the parent drains.
 Updates are throttled (at most ~10 per second per chain, plus the last stage), so the
 display costs nothing measurable on the hot path.
+
+Chains are numbered from 0 everywhere (the live display, the log lines, the error messages),
+as the ``chain`` coordinate of the ArviZ result.
 """
 
 from __future__ import annotations
@@ -16,10 +19,24 @@ import time
 
 import numpy as np
 
-__all__ = ["ChainProgress", "stage_callback"]
+__all__ = ["ChainProgress", "counted", "stage_callback"]
 
 _MIN_INTERVAL = 0.1
 _sink = None  # callable(chain, stage, tau, ess, acc) of this process, or None
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 stage"``, ``"2 stages"``: ``n`` and the noun in the number it takes.
+
+    Parameters
+    ----------
+    n : int
+    noun : str
+        The singular.
+    plural : str, optional
+        Default ``noun + "s"``.
+    """
+    return f"{n:,d} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def _set_sink(sink) -> None:
@@ -195,20 +212,23 @@ class ChainProgress:
         acc = np.asarray(acc if acc is not None else [], dtype=np.float64)
         acc_mean = float(np.nanmean(acc)) if np.isfinite(acc).any() else float("nan")
         text = (
-            f"{n_stages} stages, log Z = {res['log_marginal_likelihood']:.4f}, "
+            f"{counted(n_stages, 'stage')}, log Z = {res['log_marginal_likelihood']:.4f}, "
             f"acc {acc_mean:.2f}, {int(res['n_logp_evals']):,} logp evals, "
             f"{time.perf_counter() - self._t0:.1f} s"
         )
         with self._lock:
             self._done[chain] = text
+            n_done = len(self._done)
             if self._progress is not None:
                 self._progress.update(
                     self._tasks[chain],
                     completed=1.0,
-                    info=f"log Z={res['log_marginal_likelihood']:.3f}  {n_stages} stages  acc={acc_mean:.2f}",
+                    info=f"log Z={res['log_marginal_likelihood']:.3f}  "
+                    f"{counted(n_stages, 'stage')}  acc={acc_mean:.2f}",
                 )
                 return
         if not self.final_line:
             return
         label = f"{self.label} " if self.label else ""
-        print(f"pymc_crais: {label}chain {chain + 1}/{self.n_chains} done: {text}", file=self.stream, flush=True)
+        print(f"pymc_crais: {label}chain {chain} done ({n_done} of {self.n_chains}): {text}",
+              file=self.stream, flush=True)
