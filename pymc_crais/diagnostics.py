@@ -114,16 +114,17 @@ class Diagnosis:
 
         lines = [f"pymc_crais diagnostics ({self.method or 'run'})"]
         if np.isfinite(self.log_z):
-            lines.append(f"log Z = {self.log_z:.4f} ± {self.mcse:.3g} (MCSE)")
+            err = f"± {self.mcse:.3g} (MCSE)" if np.isfinite(self.mcse) else "(no MCSE claimed)"
+            lines.append(f"log Z = {self.log_z:.4f} {err}")
         if not np.isnan(self.pareto_k_pooled):
             lines.append(f"Pareto k̂ of the pooled final weights: {self.pareto_k_pooled:.2f}")
         if self.start:
             lines.append(self.start)
         with pd.option_context("display.width", 120, "display.max_columns", 20):
             lines.append(self.table.to_string(float_format=lambda v: f"{v:.5g}", na_rep="-"))
-        lines.append(
-            "columns: "
-            + "; ".join(f"{c}: {COLUMN_MEANINGS[c]}" for c in self.table.columns if c in COLUMN_MEANINGS)
+        lines.append("columns:")
+        lines.extend(
+            f"  {c}: {COLUMN_MEANINGS[c]}" for c in self.table.columns if c in COLUMN_MEANINGS
         )
         lines.extend(f"note: {n}" for n in self.notes)
         if self.ok:
