@@ -456,6 +456,37 @@ def speed_summary(recs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def relative_summary(recs: list[dict], base: str = "smc") -> str:
+    """Per sampler: runs, misses (silent), misses on unimodal cases, and the median over
+    cases of its wall time and model evaluations divided by ``base``'s on the same case
+    (``--against smc``: the drop-in kernels' cost target is within 2x of pmc.sample_smc)."""
+    from pymc_crais.validation import get_case
+
+    by = {(r["case"], r["sampler"]): r for r in recs if r.get("status") == "ok"}
+    lines = [f"| sampler | runs | misses (silent) | unimodal misses | median wall / {base} "
+             f"| median evals / {base} | wall ≤ 2× {base} |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for s in dict.fromkeys(r["sampler"] for r in recs):
+        mine = [r for r in recs if r["sampler"] == s]
+        ok = [r for r in mine if r.get("status") == "ok"]
+        miss = [r for r in ok if r.get("miss")]
+        silent = [r for r in miss if r.get("silent_miss")]
+        uni = [r for r in miss if get_case(r["case"]).modality == "unimodal"]
+        pairs = [(r, by[(r["case"], base)]) for r in ok if (r["case"], base) in by]
+        wall = np.array([r["wall_s"] / b["wall_s"] for r, b in pairs])
+        ev = np.array([r["evals"] / b["evals"] for r, b in pairs])
+        within = f"{int(np.sum(wall <= 2))} of {wall.size}" if wall.size else ""
+        other = len(mine) - len(ok)
+        runs = f"{len(ok)}" + (f" (+{other} not finished)" if other else "")
+        lines.append(
+            f"| {LABELS[s]} | {runs} | {len(miss)} ({len(silent)}) | {len(uni)} | "
+            f"{np.median(wall):.2f} | {np.median(ev):.3g} | {within} |"
+            if wall.size
+            else f"| {LABELS[s]} | {runs} | {len(miss)} ({len(silent)}) | {len(uni)} | | | |"
+        )
+    return "\n".join(lines)
+
+
 def case_table() -> str:
     """The suite's cases with their tags and references, as Markdown."""
     from pymc_crais.validation import cases
@@ -506,6 +537,8 @@ def main(argv=None):
     ap.add_argument("--rerun", action="store_true", help="ignore stored results")
     ap.add_argument("--no-run", action="store_true", help="only tabulate stored results")
     ap.add_argument("--list", action="store_true", help="print the cases as a Markdown table")
+    ap.add_argument("--against", default=None, metavar="SAMPLER",
+                    help="print each sampler's misses and median wall/evals ratios to SAMPLER")
     ap.add_argument("--speed", action="store_true",
                     help="also print wall-time ratios against pm.sample_smc (defaults)")
     ap.add_argument("--init", default=None, help="init= for our samplers (default: theirs)")
@@ -568,6 +601,8 @@ def main(argv=None):
     print(markdown(recs) if args.markdown else text_table(recs))
     print()
     print(summary(recs))
+    if args.against:
+        print(relative_summary(recs, args.against))
     if args.speed:
         print()
         print(speed_table(recs))
