@@ -73,7 +73,8 @@ def evidence_estimate(result) -> EvidenceEstimate:
     Parameters
     ----------
     result : xarray.DataTree, tuple of (float, float), or EvidenceEstimate
-        The output of a pymc_crais sampler (chains combined with
+        The output of :func:`pymc_crais.bridge_sampling` (its ``evidence`` group), of a
+        pymc_crais sampler (chains combined with
         :func:`pymc_crais.log_marginal_likelihood`), the output of ``pm.sample_smc`` (last
         entry per chain; its MCSE is the between-chain standard error only, and NaN
         (unknown) with a single chain), or an explicit ``(log_z, mcse)`` pair.
@@ -90,6 +91,12 @@ def evidence_estimate(result) -> EvidenceEstimate:
         if not np.isfinite(log_z) or not (mcse >= 0):
             raise ValueError(f"a (log_z, mcse) pair needs a finite log_z and mcse >= 0, got {result!r}")
         return EvidenceEstimate(log_z, mcse)
+    from .evidence_group import read_evidence
+
+    stored = read_evidence(result)  # pmc.bridge_sampling's ``evidence`` group, read first
+    if stored is not None:
+        fingerprint = _observed_fingerprint(result)
+        return EvidenceEstimate(stored.log_z, stored.mcse, fingerprint, stored.method, stored.flags)
     try:
         stats = result["sample_stats"]
         readable = "log_marginal_likelihood" in stats
