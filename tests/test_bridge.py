@@ -88,7 +88,7 @@ def test_linear_regression_warped_exact():
     draws = np.random.default_rng(5).multivariate_normal(mean, cov, size=(2, 1000))
     idata = _idata({"beta": draws}, {"y": y}, coords={"feature": [f"x{i}" for i in range(5)]},
                    dims={"beta": ["feature"]})  # fmt: skip
-    out = pmc.bridge_sampling(idata, model, warp=True, random_seed=0)
+    out = pmc.bridge_sampling(idata, model, warp=True, random_seed=0, mode_search=0)
     _check(out, em.log_z)
     assert out["evidence"].attrs["warp"] == 1
 
@@ -101,9 +101,27 @@ def test_positive_parameter_through_its_transform():
     idata = _idata({"lam": lam}, {"y": np.array([0, 1, 0])})
     with warnings.catch_warnings():
         warnings.simplefilter("error", pmc.UnreliableEvidenceWarning)
-        out = pmc.bridge_sampling(idata, model, random_seed=0)
+        out = pmc.bridge_sampling(idata, model, random_seed=0, mode_search=0)
     _check(out, log_z)
     assert out["evidence"].attrs["proposal"] == "t"
+
+
+def test_a_mode_the_chains_never_visited_is_flagged():
+    """y ~ N(θ², 1): modes at ±θ; draws from the positive one only (the exact posterior
+    there, by inverse CDF on a grid). The estimate is log 2 short; the mode search from
+    prior draws finds the other mode."""
+    model, log_z, _, _ = vem.bimodal_square()
+    y = np.asarray(model.rvs_to_values[model["y"]].data)
+    grid = np.linspace(0.0, 4.0, 20001)
+    logp = stats.norm(0, 2).logpdf(grid) + stats.norm(grid[:, None] ** 2, 1).logpdf(y).sum(1)
+    cdf = np.cumsum(np.exp(logp - logp.max()))
+    u = np.random.default_rng(3).uniform(size=(2, 1000))
+    draws = np.interp(u * cdf[-1], cdf, grid)
+    with pytest.warns(pmc.UnreliableEvidenceWarning, match="modes the chains never visited"):
+        out = pmc.bridge_sampling(_idata({"theta": draws}, {"y": y}), model, random_seed=0)
+    assert _flags(out) == {"modes"} and float(out["evidence"]["n_unvisited_modes"]) == 1
+    value, mcse = pmc.log_marginal_likelihood(out)
+    assert abs(value - (log_z - np.log(2))) <= 4 * mcse + 0.01  # the visited mode's mass
 
 
 def test_discrete_variables_are_refused_by_name():
@@ -132,20 +150,20 @@ def test_warns_on_too_few_draws_unconverged_chains_and_divergences():
     draws = idata["posterior"]["mu"].values
     few = _idata({"mu": draws[:, :40]}, {"y": idata["observed_data"]["y"].values})
     with pytest.warns(pmc.UnreliableEvidenceWarning, match="too few effective draws"):
-        out = pmc.bridge_sampling(few, em.model, random_seed=0)
+        out = pmc.bridge_sampling(few, em.model, random_seed=0, mode_search=0)
     assert "ess" in _flags(out)
     shifted = draws.copy()
     shifted[1] += 0.5 * draws.std()  # one chain off by half a posterior sd
     bad = _idata({"mu": shifted}, {"y": idata["observed_data"]["y"].values})
     with pytest.warns(pmc.UnreliableEvidenceWarning, match="R-hat"):
-        out = pmc.bridge_sampling(bad, em.model, random_seed=0)
+        out = pmc.bridge_sampling(bad, em.model, random_seed=0, mode_search=0)
     assert "rhat" in _flags(out)
     assert pmc.compare({"m": out}).loc["m", "unreliable"] != ""
     div = np.zeros(draws.shape, dtype=bool)
     div[0, 3] = True
     divergent = _idata({"mu": draws}, {"y": idata["observed_data"]["y"].values}, diverging=div)
     with pytest.warns(pmc.UnreliableEvidenceWarning, match="1 divergent"):
-        out = pmc.bridge_sampling(divergent, em.model, random_seed=0)
+        out = pmc.bridge_sampling(divergent, em.model, random_seed=0, mode_search=0)
     assert _flags(out) == {"divergences"}
 
 
@@ -156,29 +174,34 @@ def test_heavy_tailed_proposal_weights_are_flagged():
     lam = stats.gamma(0.5 + 1, scale=1 / (1 + 3)).rvs(size=(2, 1000), random_state=np.random.default_rng(2))
     idata = _idata({"lam": lam}, {"y": np.array([0, 1, 0])})
     with pytest.warns(pmc.UnreliableEvidenceWarning, match="Pareto k̂"):
-        out = pmc.bridge_sampling(idata, model, proposal="normal", random_seed=0)
+        out = pmc.bridge_sampling(idata, model, proposal="normal", random_seed=0, mode_search=0)
     assert "pareto_k" in _flags(out) and float(out["evidence"]["pareto_k"]) > 0.7
 
 
 def test_not_converged_is_flagged():
     em, idata = _normal_mean_case()
     with pytest.warns(pmc.UnreliableEvidenceWarning, match="did not converge"):
-        out = pmc.bridge_sampling(idata, em.model, max_iter=1, random_seed=0)
+        out = pmc.bridge_sampling(idata, em.model, max_iter=1, random_seed=0, mode_search=0)
     assert "not_converged" in _flags(out)
 
 
-def test_results_read_by_compare_bayes_factor_and_cross_check():
+def test_results_read_by_compare_bayes_factor_and_cross_check(tmp_path):
+    import xarray as xr
+
     em, idata = _normal_mean_case()
-    out = pmc.bridge_sampling(idata, em.model, random_seed=0)
+    out = pmc.bridge_sampling(idata, em.model, random_seed=0, mode_search=0)
     value, mcse, details = pmc.log_marginal_likelihood(out, return_details=True)
     assert details["method"] == "bridge" and details["n_posterior"] == 1000
+    out.to_netcdf(tmp_path / "bridge.nc")
+    back = xr.open_datatree(tmp_path / "bridge.nc")
+    assert pmc.log_marginal_likelihood(back) == (value, mcse)
     table = pmc.compare({"bridge": out, "other": (value - 1.0, 0.01)})
     assert list(table.index) == ["bridge", "other"] and table.loc["bridge", "method"] == "bridge"
     log_bf, se = pmc.bayes_factor(out, (value - 1.0, 0.01))
     assert log_bf == pytest.approx(1.0) and se == pytest.approx(np.hypot(mcse, 0.01))
     assert pmc.cross_check(out, (em.log_z, 0.0)).agree
     other_data = _idata({"mu": idata["posterior"]["mu"].values}, {"y": np.zeros(20)})
-    other = pmc.bridge_sampling(other_data, em.model, random_seed=0)  # model's own data
+    other = pmc.bridge_sampling(other_data, em.model, random_seed=0, mode_search=0)  # model's own data
     with pytest.raises(pmc.ObservedDataMismatchError):
         pmc.cross_check(out, other)
 

@@ -20,6 +20,7 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.bridge import PROPOSALS, bridge_estimate
+from ..core.initial import LaplaceFit, search_modes
 from ..evidence_group import attach_evidence
 from ..tail_stats import KHAT_THRESHOLD, arviz_array_stats, pareto_khat
 from ..warnings import UnreliableEvidenceWarning, user_stacklevel
@@ -32,6 +33,7 @@ from .compile import (
     resolve_compile_kwargs,
 )
 from .memory import block_rows, check_memory_budget
+from .prior import prior_sampler
 from .reproducible import compile_function
 
 __all__ = ["RHAT_THRESHOLD", "bridge_sampling", "unconstrained_draws"]
@@ -150,6 +152,33 @@ def _input_checks(idata, theta: np.ndarray) -> tuple[dict, list[str]]:
     return {"rhat_max": rhat_max, "ess_bulk_min": ess_min, "n_divergent": n_div}, reasons
 
 
+MODE_SEPARATION = 3.0
+"""Whitened distance (in the draws' covariance) from the draws' mean beyond which the end
+of a mode search is a mode the chains did not visit."""
+
+
+def _unvisited_modes(model, layout, ckw, density, theta, rng, n_starts: int) -> tuple[float, str, int]:
+    """Local maxima that short L-BFGS runs from ``n_starts`` prior draws reach far from the
+    posterior draws (``core.initial.search_modes`` around the draws' mean and covariance):
+    ``(count, note, evaluations)``; NaN and the reason where the search cannot run."""
+    if n_starts == 0:
+        return float("nan"), "not run (mode_search=0)", 0
+    if not density.has_gradient:
+        return float("nan"), "not run: the model's gradient could not be compiled", 0
+    x = theta.reshape(-1, layout.dim)
+    cov = np.atleast_2d(np.cov(x, rowvar=False))
+    try:
+        np.linalg.cholesky(cov)
+        starts = prior_sampler(model, layout, ckw).draw(rng, n_starts)
+    except Exception as err:  # improper prior, or draws that do not move
+        return float("nan"), f"not run: {type(err).__name__}: {err}"[:200], 0
+    center = LaplaceFit(x.mean(axis=0), cov, 0.0, 0, True)
+    with np.errstate(all="ignore"):
+        found = search_modes(density, starts, center, separation=MODE_SEPARATION)
+    note = f"{found.n_starts} L-BFGS runs from prior draws, {found.n_unsettled} unsettled"
+    return float(found.n_modes - 1), note, found.n_evals
+
+
 def _ess_mean(values: np.ndarray) -> float:
     """ESS of the mean of per-draw values ``(chains, m)``, chains kept apart (ArviZ)."""
     with warnings.catch_warnings():
@@ -168,6 +197,7 @@ def bridge_sampling(
     random_seed=None,
     tol: float = 1e-10,
     max_iter: int = 1000,
+    mode_search: int = 32,
     backend: str | None = None,
     compile_kwargs: dict | None = None,
 ):
@@ -206,6 +236,9 @@ def bridge_sampling(
         The iteration stops when ``log Z`` changes by less than this.
     max_iter : int, default 1000
         Most iterations.
+    mode_search : int, default 32
+        Short L-BFGS runs from this many prior draws look for local maxima of the
+        posterior far from the draws (a mode the chains never visited); 0 skips the search.
     backend, compile_kwargs : optional
         Compilation options, as for ``pm.sample_smc``.
 
@@ -216,8 +249,8 @@ def bridge_sampling(
         ``log_marginal_likelihood_mcse``, ``pareto_k`` (of the proposal's importance
         weights), ``n_iterations``, ``converged``, ``ess_posterior_term``, ``rhat_max``,
         ``ess_bulk_min``, ``n_divergent``, ``n_posterior``, ``n_proposal``,
-        ``n_logp_evals`` and the attributes ``method="bridge"``, ``flags``, ``proposal``,
-        ``warp``. :func:`pymc_crais.log_marginal_likelihood`, :func:`pymc_crais.compare`,
+        ``n_logp_evals``, ``n_unvisited_modes`` and the attributes ``method="bridge"``,
+        ``flags``, ``proposal``, ``warp``, ``mode_search``. :func:`pymc_crais.log_marginal_likelihood`, :func:`pymc_crais.compare`,
         :func:`pymc_crais.bayes_factor` and :func:`pymc_crais.cross_check` read it.
 
     Raises
@@ -234,13 +267,15 @@ def bridge_sampling(
         ``flags``): ``rhat`` (an R-hat above 1.01), ``divergences``, ``ess`` (fewer than
         100 effective draws per chain, of a parameter or of the bridge's posterior term),
         ``pareto_k`` (k̂ of the proposal weights above 0.7: the posterior has heavier
-        tails than the proposal) and ``not_converged``.
+        tails than the proposal), ``not_converged`` and ``modes`` (the mode search found
+        local maxima far from the draws).
 
     Notes
     -----
     Prefer it when the posterior is unimodal and a NUTS run exists (docs/bridge.md). A
-    mode that the chains missed is missed by the estimate too, and no check here sees it:
-    compare with an annealing estimate with :func:`pymc_crais.cross_check`.
+    mode that the chains missed is missed by the estimate too; the mode search finds such
+    modes where a run from a prior draw ends in one, not always: compare with an
+    annealing estimate with :func:`pymc_crais.cross_check`.
     """
     import pymc as pm
 
@@ -249,6 +284,8 @@ def bridge_sampling(
         raise ValueError(f"proposal must be 'auto', 'normal' or 't', got {proposal!r}")
     if not (isinstance(max_iter, int | np.integer) and max_iter >= 1):
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    if not (isinstance(mode_search, int | np.integer) and mode_search >= 0):
+        raise ValueError(f"mode_search must be an integer >= 0, got {mode_search!r}")
     layout = parameter_layout(model)
     if layout.has_discrete:
         raise ValueError(
@@ -265,11 +302,13 @@ def bridge_sampling(
     ckw = resolve_compile_kwargs(backend, compile_kwargs)
     theta = unconstrained_draws(posterior, model, layout, ckw)
     checked, reasons = _input_checks(idata, theta)
-    density = compile_model_density(model, gradient=False, compile_kwargs=ckw)
+    density = compile_model_density(model, gradient=mode_search > 0, compile_kwargs=ckw)
     density.block_rows = block_rows(model, layout.dim, check_memory_budget(None))
+    # with a gradient function, values from it: no second compilation
+    with_grad = density.has_gradient and not density.value_function_compiled
 
     def log_density(x):
-        ev = density.evaluate(x)
+        ev = density.evaluate(x, gradient=with_grad)
         return ev.log_q0 + ev.delta
 
     rng = random_seed if isinstance(random_seed, np.random.Generator) else np.random.default_rng(random_seed)
@@ -304,6 +343,14 @@ def bridge_sampling(
             f"the bridge iteration did not converge in {res.n_iterations} iterations: raise "
             "max_iter, or check the draws (a posterior far from the proposal)"
         )
+    n_modes, mode_note, mode_evals = _unvisited_modes(model, layout, ckw, density, theta, rng, mode_search)
+    if n_modes > 0:
+        reasons["modes"] = (
+            f"L-BFGS runs from {mode_search} prior draws found {n_modes:.0f} local maxima "
+            "far from the posterior draws: the posterior has modes the chains never visited, "
+            "and the estimate omits their mass; estimate log Z with pmc.sample_smc and compare "
+            "with pmc.cross_check"
+        )
     if reasons:
         warnings.warn(
             f"bridge sampling: log Z = {res.log_z:.3f} ± {res.mcse:.3f} is unreliable: "
@@ -318,10 +365,11 @@ def bridge_sampling(
         "ess_posterior_term": res.ess_posterior,
         "n_posterior": res.n_posterior,
         "n_proposal": res.n_proposal,
-        "n_logp_evals": n_evals,
+        "n_logp_evals": n_evals + mode_evals,
+        "n_unvisited_modes": n_modes,
         **checked,
     }
-    attrs = {"proposal": family, "warp": int(bool(warp)), "df": float(df) if family == "t" else "None"}
+    attrs = {"mode_search": mode_note, "proposal": family, "warp": int(bool(warp)), "df": float(df) if family == "t" else "None"}
     return attach_evidence(
         idata, log_z=res.log_z, mcse=res.mcse, method="bridge", flags=list(reasons),
         values=values, attrs=attrs,
