@@ -59,7 +59,7 @@ class CrossCheck:
             f"{nb}: log Z = {self.b.log_z:.3f} ± {self.b.mcse:.3f} ({self.b.method or 'unknown method'})"
             + (f", flagged: {self.b.flags}" if self.b.flags else ""),
             f"difference {self.difference:+.3f}, tolerance {self.tolerance:.3f} "
-            f"(3 × combined MCSE {self.combined_mcse:.3f} + floor)",
+            f"(combined MCSE {self.combined_mcse:.3f})",
         ]
         verdict = {True: "they agree", False: "they DISAGREE", None: "undecided"}[self.agree]
         lines.append(f"{verdict}: {self.reason}")
