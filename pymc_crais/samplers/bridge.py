@@ -117,7 +117,7 @@ def unconstrained_draws(posterior, model, layout: ParameterLayout, compile_kwarg
     return mapper(values).reshape(chains, draws, layout.dim)
 
 
-def _input_checks(idata, theta: np.ndarray) -> tuple[dict, list[str]]:
+def _input_checks(idata, theta: np.ndarray) -> tuple[dict, dict]:
     """R-hat, divergences and effective draws of the input, and the failed checks' reasons."""
     stats = arviz_array_stats()
     per_param = np.moveaxis(theta, -1, 0)  # (d, chains, draws)
