@@ -1,7 +1,7 @@
 """Run every public sampler, with its defaults, on the evidence validation suite.
 
     python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
-        [--samplers smc,crais,ais,rts,pm_smc] [--chains 4] [--draws N] [--seed 1]
+        [--samplers smc,crais,ais,rts,pm_smc,bridge] [--chains 4] [--draws N] [--seed 1]
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
         [--speed] [--init prior|laplace|auto] [--kwargs '{"alpha": 0.5}'] [--warm-session]
 
@@ -19,6 +19,12 @@ with ``--kwargs``; both are recorded in the results and part of their key):
   ``kernel=pmc.CRSMC`` and ``kernel=pmc.CRAIS``, PyMC's driver and defaults with our kernels
   (model evaluations: each chain's ``n_logp_evals`` plus the run-level pilot, tuning and
   Laplace evaluations).
+* ``bridge``: ``pm.sample()`` (NUTS, its defaults but ``chains``, ``cores=1``,
+  ``random_seed``, ``progressbar=False``; ``draws`` with ``--draws``), then
+  ``pmc.bridge_sampling()`` with its defaults on the result; the wall time is both together,
+  recorded apart as ``nuts_wall_s`` and ``bridge_wall_s``; evaluations are NUTS's leapfrog
+  steps after tuning (``n_steps``, each a gradient) plus the bridge's log-densities. Models
+  with discrete variables are refused by ``bridge_sampling`` before any sampling.
 
 Each (case, sampler) runs in its own subprocess with a wall-clock limit (``--timeout``), so
 a slow or hanging run is killed and recorded as ``timeout``. For each run the table gives:
@@ -68,7 +74,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc", "pm_batched", "pm_crsmc", "pm_crais")
+SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc", "pm_batched", "pm_crsmc", "pm_crais", "bridge")
 LABELS = {
     "smc": "pmc.sample_smc",
     "crais": "pmc.sample_crais",
@@ -78,6 +84,7 @@ LABELS = {
     "pm_batched": "pm.sample_smc(kernel=pmc.BatchedSMC)",
     "pm_crsmc": "pm.sample_smc(kernel=pmc.CRSMC)",
     "pm_crais": "pm.sample_smc(kernel=pmc.CRAIS)",
+    "bridge": "NUTS + pmc.bridge_sampling",
 }
 DROP_INS = {"pm_batched": "BatchedSMC", "pm_crsmc": "CRSMC", "pm_crais": "CRAIS"}
 TOL = {"exact": 0.1, "reference": 0.3}
@@ -136,6 +143,30 @@ def _warm_session() -> None:
         pm.sample_smc(**kw)
 
 
+def _run_bridge(model, kw: dict, rec: dict, discrete: bool):
+    """NUTS (``pm.sample``) then ``pmc.bridge_sampling``; times and diagnostics into ``rec``."""
+    import pymc as pm
+    from arviz_base import from_dict
+
+    import pymc_crais as pmc
+
+    kw = {k: v for k, v in kw.items() if k != "model"}
+    if discrete:  # refused before any sampling: no NUTS run is wasted on it
+        pmc.bridge_sampling(from_dict({"posterior": {}}), model)
+    t0 = time.perf_counter()
+    with model:
+        idata = pm.sample(**kw)
+    t1 = time.perf_counter()
+    out = pmc.bridge_sampling(idata, model, random_seed=kw["random_seed"])
+    rec["nuts_wall_s"], rec["bridge_wall_s"] = t1 - t0, time.perf_counter() - t1
+    log_z, mcse = pmc.log_marginal_likelihood(out)
+    ev = out["evidence"]
+    rec["bridge"] = {k: _plain(ev[k].values) for k in ev.data_vars}
+    rec["bridge"].update({k: _plain(ev.attrs[k]) for k in ("flags", "proposal", "warp")})
+    nuts_evals = int(np.sum(idata["sample_stats"]["n_steps"].values))
+    return log_z, mcse, nuts_evals + int(ev["n_logp_evals"].values)
+
+
 def run_one(
     case_name: str, sampler: str, chains: int, seed: int, draws: int | None,
     init: str | None = None, kwargs: dict | None = None, warm_session: bool = False,
@@ -156,7 +187,7 @@ def run_one(
     kw = {"model": model, "random_seed": seed, "chains": chains, "cores": 1, "progressbar": False}
     if draws is not None:
         kw["draws"] = draws
-    if init is not None and sampler != "pm_smc":
+    if init is not None and sampler not in ("pm_smc", "bridge"):
         kw["init"] = init
     kw.update(kwargs or {})
     rec = {"init": init, "case": case_name, "sampler": sampler, "chains": chains, "seed": seed, "draws": draws,
@@ -169,7 +200,10 @@ def run_one(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            if sampler == "pm_smc":
+            if sampler == "bridge":
+                log_z, mcse, evals = _run_bridge(model, kw, rec, get_case(case_name).discrete)
+                per_chain = np.array([log_z])
+            elif sampler == "pm_smc":
                 kern = _counting_imh()
                 idata = pm.sample_smc(kernel=kern, **kw)
                 lml = idata["sample_stats"]["log_marginal_likelihood"].values

@@ -26,6 +26,11 @@ diagnose, UnreliableEvidenceWarning
     error bar cannot be trusted.
 compare, bayes_factor
     Rank models by evidence; log Bayes factors and model probabilities with MC errors.
+bridge_sampling
+    ``log Z`` from the posterior draws a ``pm.sample()`` (NUTS) result already has.
+cross_check
+    Whether two estimates of one model's evidence agree within their errors, and which to
+    trust when they do not.
 fit_many
     One sampler on many models, each a task of an executor (local processes, a Dask
     cluster); its results go to ``compare``.
@@ -38,11 +43,13 @@ from . import warnings as warnings  # the warning classes, pymc_crais.warnings
 from .chain_result import SamplerResult, schedule_from_result
 from .comparison import ObservedDataMismatchError, bayes_factor, compare
 from .core.anneal import WeightsVanishedError
+from .cross_check import CrossCheck, cross_check
 from .core.initial import GaussianInitial, StudentTInitial
 from .diagnostics import Diagnosis, diagnose
 from .plots import plot_evidence, plot_log_weights, plot_schedule
 from .results import log_marginal_likelihood
 from .samplers.ais import sample_ais
+from .samplers.bridge import bridge_sampling
 from .samplers.compile import PerParticleFallbackWarning
 from .samplers.crais import sample_crais
 from .samplers.many import fit_many
@@ -62,6 +69,7 @@ __all__ = [
     "BatchedSMC",
     "ChainDisagreementWarning",
     "ChainFailedError",
+    "CrossCheck",
     "Diagnosis",
     "GaussianInitial",
     "ImpossibleModelError",
@@ -73,7 +81,9 @@ __all__ = [
     "WeightsVanishedError",
     "__version__",
     "bayes_factor",
+    "bridge_sampling",
     "compare",
+    "cross_check",
     "datasets",
     "diagnose",
     "fit_many",

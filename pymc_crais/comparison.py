@@ -73,7 +73,8 @@ def evidence_estimate(result, *, name: str | None = None) -> EvidenceEstimate:
     Parameters
     ----------
     result : xarray.DataTree, SamplerResult, tuple of (float, float), or EvidenceEstimate
-        The output of a pymc_crais sampler (chains combined with
+        The output of :func:`pymc_crais.bridge_sampling` (its ``evidence`` group), of a
+        pymc_crais sampler (chains combined with
         :func:`pymc_crais.log_marginal_likelihood`), of ``pm.sample_smc`` with one of our
         kernels (each chain carries its within-chain error and diagnostics), of
         ``pm.sample_smc`` with PyMC's own kernels (last entry per chain; its MCSE is the
@@ -98,6 +99,14 @@ def evidence_estimate(result, *, name: str | None = None) -> EvidenceEstimate:
                 f"{label}: a (log_z, mcse) pair needs a finite log_z and mcse >= 0, got {result!r}"
             )
         return EvidenceEstimate(log_z, mcse)
+    from .evidence_group import read_evidence
+
+    stored = read_evidence(result)  # pmc.bridge_sampling's ``evidence`` group, read first
+    if stored is not None:
+        fingerprint = _observed_fingerprint(result)
+        est = EvidenceEstimate(stored.log_z, stored.mcse, fingerprint, stored.method, stored.flags)
+        est.observed = _observed_summary(result)
+        return est
     import warnings
 
     from .diagnostics import problems_of

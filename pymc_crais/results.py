@@ -33,6 +33,7 @@ from xarray import DataTree
 
 from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
+from .evidence_group import read_evidence
 from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning, user_stacklevel
 
 __all__ = [
@@ -202,7 +203,8 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     Parameters
     ----------
     idata : xarray.DataTree
-        Output of a pymc_crais sampler (or anything with
+        The output of :func:`pymc_crais.bridge_sampling` (its ``evidence`` group, read
+        first wherever present), output of a pymc_crais sampler (or anything with
         ``sample_stats.log_marginal_likelihood`` of dims ``(chain,)``), or of
         ``pm.sample_smc``: its last finite ``log_marginal_likelihood`` entry per chain is
         used, and its MCSE is the between-chain standard error only (``pm.sample_smc``
@@ -252,6 +254,10 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             "sample_stats.log_marginal_likelihood), got "
             f"{type(idata).__name__}; run e.g. idata = pmc.sample_smc(...) first"
         )
+    stored = read_evidence(idata)  # an ``evidence`` group (pmc.bridge_sampling) is read first
+    if stored is not None:
+        details = {"method": stored.method, "flags": stored.flags, **stored.details}
+        return (stored.log_z, stored.mcse, details) if return_details else (stored.log_z, stored.mcse)
     view = read_result(idata)
     values = view.log_z
     within = factor = None

@@ -12,6 +12,7 @@ from .core.tails import pareto_tail_size
 
 __all__ = [
     "KHAT_THRESHOLD",
+    "arviz_array_stats",
     "chain_agreement",
     "heavy_tail_factor",
     "pareto_khat",
@@ -36,6 +37,12 @@ def _array_stats():
     if not _same_state(state, np.random.get_state()):
         np.random.set_state(state)
     return array_stats
+
+
+def arviz_array_stats():
+    """``arviz_stats.base.array_stats`` (ESS, R-hat, k̂ on arrays), imported without
+    touching NumPy's global RNG (see :func:`_array_stats`); for the other layers."""
+    return _array_stats()
 
 
 def _same_state(a, b) -> bool:

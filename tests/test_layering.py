@@ -30,7 +30,9 @@ LONG_MODULE_EXCEPTIONS: dict[str, str] = {
 
 FORBIDDEN_IN_CORE = ("pymc", "pytensor", "arviz", "arviz_base", "arviz_stats", "xarray")
 CORE_MAY_IMPORT = ("pymc_crais.core", "pymc_crais.warnings")
-RESULTS_LAYER = ("results.py", "chain_result.py", "comparison.py", "plots.py")
+RESULTS_LAYER = (
+    "results.py", "chain_result.py", "comparison.py", "plots.py", "evidence_group.py", "cross_check.py",
+)
 SAMPLER_MODULES = ("ais", "crais", "smc", "rts", "smc_kernels")
 SHARED_MACHINERY = (
     "runner.py",
