@@ -319,6 +319,14 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
             f"idata must be a result (an xarray.DataTree from a pymc_crais sampler or "
             f"pm.sample_smc, or a SamplerResult), got {type(idata).__name__}"
         )
+    from .evidence_group import read_evidence
+
+    stored = read_evidence(idata)
+    if stored is not None:  # pmc.bridge_sampling: its own checks, stored with the estimate
+        diag = _stored_diagnosis(stored)
+        if verbose:
+            print(diag)
+        return diag
     view = read_result(idata)
     rows = rows_of(view)
     attrs = dict(view.attrs)
@@ -397,3 +405,32 @@ def problems_of(view, rows: list[dict] | None = None) -> list[Problem]:
     attrs = dict(view.attrs)
     attrs["pareto_k_pooled"] = pooled_khat_of(view)
     return find_problems(rows_of(view) if rows is None else rows, attrs)
+
+
+def _stored_diagnosis(stored) -> Diagnosis:
+    """The report of an estimate stored in an ``evidence`` group (bridge sampling): its
+    value, error, estimator statistics and the self-checks that failed when it was made."""
+    import pandas as pd
+
+    row = {"log_z": stored.log_z, "mcse": stored.mcse}
+    row.update({k: v for k, v in stored.details.items() if isinstance(v, int | float)})
+    table = pd.DataFrame([row])
+    table.index.name = "estimate"
+    flags = [f for f in stored.flags.split(",") if f]
+    problems = [
+        Problem(
+            f,
+            None,
+            f"the {stored.method} estimate failed its '{f}' check when it was computed.",
+            "The warning raised then says why and what to do; re-run the estimate to see it.",
+        )
+        for f in flags
+    ]
+    notes = [
+        f"a {stored.method} estimate: its checks ran when it was computed (the input draws' "
+        "R-hat, divergences and effective sizes, the proposal's Pareto k-hat, the iteration's "
+        "convergence, a mode search); the per-chain annealing checks do not apply."
+    ]
+    diag = Diagnosis(table, problems, stored.method, notes=notes, source=stored.method)
+    diag.log_z, diag.mcse = stored.log_z, stored.mcse
+    return diag

@@ -221,3 +221,17 @@ def test_cross_check_agree_disagree_and_which_to_trust():
     assert pmc.cross_check(unknown, (-10.0, 0.1)).agree is None
     with pytest.raises(ValueError, match="n_sigma"):
         pmc.cross_check((-10.0, 0.1), (-10.0, 0.1), n_sigma=-1)
+
+
+def test_diagnose_reports_a_bridge_estimate_and_its_failed_checks():
+    em, idata = _normal_mean_case()
+    out = pmc.bridge_sampling(idata, em.model, random_seed=3)
+    report = pmc.diagnose(out)
+    assert report.ok and report.method == "bridge" and np.isfinite(report.log_z)
+    assert "log Z" in str(report) and any("checks ran when it was computed" in n for n in report.notes)
+    _, few = _normal_mean_case(n=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pmc.UnreliableEvidenceWarning)
+        bad = pmc.bridge_sampling(few, em.model, random_seed=3)
+    flagged = pmc.diagnose(bad)
+    assert not flagged.ok and set(flagged.flags) == _flags(bad)
