@@ -11,12 +11,13 @@ PyMC (and pymc_crais for ours), builds a small regression (intercept ``N(0, 10)`
 (pmc, pm, pmc, pm, ...), ``--repeat`` runs each.
 
 Measured for every run, from this process: the wall time of the whole child process and its
-CPU time (user + sys of the child and of the worker processes it waited for: the
-delta of ``resource.getrusage(RUSAGE_CHILDREN)`` around the run), the main measure on a shared machine; the 1-minute load average (``uptime``)
-before and after. The ratio is ours / PyMC's, of the medians. ``--profile``: our runs also
-time the phases of the call (imports, model compilation split into vectorize_graph, our
-rewrites, the gradient, PyTensor's rewrites and its linking with Numba's code generation,
-the prior sampler, the Laplace fit, the annealing, the output), reusing
+CPU time (user + sys of the child and of the worker processes it waited for: the delta of
+``resource.getrusage(RUSAGE_CHILDREN)`` around the run), the main measure on a shared
+machine; the 1-minute load average (``uptime``) before and after. The ratio is ours /
+PyMC's, of the medians. ``--profile``: our runs also time the phases of the call (imports,
+model compilation split into vectorize_graph, our rewrites, the gradient, PyTensor's
+rewrites and its linking, the first calls of the compiled functions where Numba generates
+its code, the prior sampler, the Laplace fit, the annealing, the output), reusing
 ``benchmarks/profile_defaults.py``'s phase table, and count the compiled functions. A JSON
 record goes to ``benchmarks/out/first_call.json`` (or ``--json``).
 """
@@ -237,7 +238,8 @@ def main(argv=None) -> int:
         print(f"median cpu: pmc {summary['pmc']['cpu_s_median']:.1f} s, pm "
               f"{summary['pm']['cpu_s_median']:.1f} s, ratio {summary['ratio_cpu']:.2f}; "
               f"median wall: pmc {summary['pmc']['wall_s_median']:.1f} s, pm "
-              f"{summary['pm']['wall_s_median']:.1f} s, ratio {summary['ratio_wall']:.2f}")  # fmt: skip
+              f"{summary['pm']['wall_s_median']:.1f} s, "
+              f"ratio {summary['ratio_wall']:.2f}")  # fmt: skip
     record = {
         "command": " ".join(["python", "benchmarks/first_call.py", *(argv or sys.argv[1:])]),
         "label": args.label,

@@ -354,9 +354,10 @@ def _column_blocks(outputs, xb, dim: int) -> list | None:
         if len(idx) != 2 or idx[0] != slice(None) or not isinstance(idx[1], slice):
             return None
         sl = idx[1]
+        const = pt.get_underlying_scalar_constant_value
         try:
-            start = 0 if sl.start is None else int(pt.get_underlying_scalar_constant_value(sl.start))
-            stop = dim if sl.stop is None else int(pt.get_underlying_scalar_constant_value(sl.stop))
+            start = 0 if sl.start is None else int(const(sl.start))
+            stop = dim if sl.stop is None else int(const(sl.stop))
         except Exception:  # a symbolic bound
             return None
         if sl.step is not None or (start, stop) in blocks:
