@@ -16,7 +16,7 @@ from .compile import (
     joined_scalar_graph,
     resolve_compile_kwargs,
 )
-from .reproducible import compile_function
+from .reproducible import compile_function, few_calls_compile_kwargs
 
 __all__ = ["PosteriorMapper", "posterior_mapper"]
 
@@ -48,7 +48,8 @@ class PosteriorMapper:
         self.names = [rv.name for rv in free] + [d.name for d in model.deterministics]
         self.dtypes = [rv.dtype for rv in free] + [d.dtype for d in model.deterministics]
         outs, theta = joined_scalar_graph(model, list(constrained) + list(deterministics), layout)
-        ckw = resolve_compile_kwargs(None, compile_kwargs)
+        # called once a chain: no code generation (few_calls_compile_kwargs)
+        ckw = few_calls_compile_kwargs(resolve_compile_kwargs(None, compile_kwargs))
         self.vectorized = True
         try:
             xb = pt.matrix("theta_batch", dtype="float64")

@@ -34,6 +34,7 @@ from .compile import (
     resolve_compile_kwargs,
     uses_jax,
 )
+from .reproducible import few_calls_compile_kwargs
 from .rewrites import apply_node_rewriters
 from .vectorize import vectorize_random_graph
 
@@ -117,11 +118,13 @@ class PriorSampler:
             tr = model.rvs_to_transforms.get(rv)
             val = tr.forward(rv, *rv.owner.inputs) if tr is not None else rv
             outs.append(pt.as_tensor_variable(val).astype("float64"))
+        # drawn a few times a run: no code generation (few_calls_compile_kwargs)
+        ckw = few_calls_compile_kwargs(resolve_compile_kwargs(None, compile_kwargs))
         self.vectorized = True
         try:
             batched = native_draws(vectorize_random_graph(outs, batch_shape=(n,)))
             x = pt.concatenate([b.reshape((n, -1)) for b in batched], axis=1)
-            self._fn = reproducible_compile([n], x, **resolve_compile_kwargs(None, compile_kwargs))
+            self._fn = reproducible_compile([n], x, **ckw)
             self._fn(2)
         except Exception as err:
             warnings.warn(
@@ -132,7 +135,7 @@ class PriorSampler:
             )
             self.vectorized = False
             flat = pt.concatenate([o.reshape((-1,)) for o in native_draws(outs)])
-            self._fn = reproducible_compile([], flat, **resolve_compile_kwargs(None, compile_kwargs))
+            self._fn = reproducible_compile([], flat, **ckw)
         self._rng_vars = [
             v for v in self._fn.get_shared() if isinstance(v.type, RandomGeneratorType)
         ]

@@ -29,6 +29,7 @@ __all__ = [
     "LazyFunction",
     "ReproducibleFunction",
     "compile_function",
+    "few_calls_compile_kwargs",
     "pytensor_lock",
     "reproducible_compile",
     "with_pytensor_lock",
@@ -159,6 +160,41 @@ def compile_function(inputs, outputs, compile_kwargs):
     fn = reproducible_compile(inputs, outputs, **kw)
     fn.trust_input = True
     return fn
+
+
+FEW_CALLS_MODE = "FAST_COMPILE"
+"""The mode of functions a run calls a handful of times (:func:`few_calls_compile_kwargs`)."""
+
+
+def few_calls_compile_kwargs(compile_kwargs: dict) -> dict:
+    """``compile_kwargs`` for a function called a handful of times a run (the prior sampler,
+    the map to named variables): PyTensor's Python implementations
+    (:data:`FEW_CALLS_MODE`, no code generation) where the mode would be Numba's.
+
+    With cold caches Numba's code generation costs seconds a function (4.7 s wall for a
+    3-parameter regression's prior sampler on a loaded 2-core machine), while one call of
+    such a function on the population costs milliseconds in NumPy. Nothing is compiled, so
+    nothing can depend on a cache. A ``mode`` the caller gives (``backend=``,
+    ``compile_kwargs={"mode": ...}``) is kept, as is any other backend (C, JAX).
+
+    Parameters
+    ----------
+    compile_kwargs : dict
+        Resolved compile options (:func:`~pymc_crais.samplers.compile.resolve_compile_kwargs`).
+
+    Returns
+    -------
+    dict
+    """
+    if compile_kwargs.get("mode") is not None:
+        return compile_kwargs
+    from pytensor.compile.mode import get_mode
+
+    try:
+        numba = type(get_mode(None).linker).__name__ == "NumbaLinker"
+    except Exception:  # an unknown global mode: PyTensor will say so when compiling
+        return compile_kwargs
+    return {**compile_kwargs, "mode": FEW_CALLS_MODE} if numba else compile_kwargs
 
 
 class LazyFunction:

@@ -228,3 +228,43 @@ def test_pickled_prior_sampler_draws_the_same_bits(mixed_model):
     a = sampler.draw(np.random.default_rng(3), 4)
     b = clone.draw(np.random.default_rng(3), 4)
     assert a.tobytes() == b.tobytes()
+
+
+def test_batched_gradients_join_column_blocks_same_values(mixed_model):
+    """The gradient is joined from the blocks ``xb[:, a:b]`` (no IncSubtensor to generate
+    code for) with the values of ``pt.grad(cost, xb)``; a graph that reads ``xb`` otherwise
+    falls back to ``pt.grad``."""
+    import pytensor
+    from pytensor.graph.traversal import ancestors
+    from pytensor.graph.replace import vectorize_graph
+    from pytensor.tensor.subtensor import IncSubtensor
+
+    from pymc_crais.samplers.rewrites import simplify_logp_graph
+
+    layout = parameter_layout(mixed_model)
+    (lp, ll), theta = compile_mod.joined_scalar_graph(
+        mixed_model, [mixed_model.varlogp, mixed_model.datalogp], layout
+    )
+    xb = pt.matrix("xb", dtype="float64")
+    blp, bll = simplify_logp_graph(vectorize_graph([lp, ll], replace={theta: xb}))  # as compiled
+    joined = compile_mod.batched_gradients([blp.sum(), bll.sum()], xb, layout.dim)
+    plain = [pt.grad(c.sum(), xb) for c in (blp, bll)]
+    def n_inc(outs):
+        return sum(v.owner is not None and isinstance(v.owner.op, IncSubtensor)
+                   for v in ancestors(outs))  # fmt: skip
+
+    assert compile_mod._column_blocks([blp.sum(), bll.sum()], xb, layout.dim) is not None
+    assert n_inc(joined) < n_inc(plain)  # the model's own (stick-breaking) ones remain
+    f = pytensor.function([xb], joined + plain, mode="FAST_COMPILE")
+    x = PriorSampler(mixed_model, layout).draw(np.random.default_rng(3), 7)
+    g_lp, g_ll, p_lp, p_ll = f(x)
+    assert g_lp.shape == (7, layout.dim)
+    np.testing.assert_array_equal(g_lp, p_lp)
+    np.testing.assert_array_equal(g_ll, p_ll)
+    direct = (xb**2).sum() + blp.sum()  # reads xb outside its column blocks
+    assert compile_mod._column_blocks([direct], xb, layout.dim) is None
+    (g,) = compile_mod.batched_gradients([direct], xb, layout.dim)
+    np.testing.assert_array_equal(
+        pytensor.function([xb], g, mode="FAST_COMPILE")(x),
+        pytensor.function([xb], pt.grad(direct, xb), mode="FAST_COMPILE")(x),
+    )

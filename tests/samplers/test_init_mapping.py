@@ -73,3 +73,19 @@ def test_discrete_draws_are_jittered_and_mapped_back(rng):
     k = PosteriorMapper(m, layout)(x)["k"]
     assert k.dtype.kind == "i"
     assert abs(k.mean() - 4.0) < 5 * _se(2.0, k.size)
+
+
+def test_prior_sampler_and_mapper_generate_no_code_under_the_default_mode(model):
+    """Called a few times a run, they run on PyTensor's Python implementations where the
+    mode would be Numba (no code generation on a cold cache); a mode the caller gives stays."""
+    from pytensor.compile.mode import get_mode
+
+    from pymc_crais.samplers.reproducible import FEW_CALLS_MODE, few_calls_compile_kwargs
+
+    if type(get_mode(None).linker).__name__ != "NumbaLinker":
+        pytest.skip("PyTensor's default mode is not Numba's here")
+    layout = parameter_layout(model)
+    assert few_calls_compile_kwargs({}) == {"mode": FEW_CALLS_MODE}
+    assert few_calls_compile_kwargs({"mode": "NUMBA"}) == {"mode": "NUMBA"}
+    for fn in (PriorSampler(model, layout)._fn, PosteriorMapper(model, layout)._fn):
+        assert type(fn.maker.linker).__name__ != "NumbaLinker"
