@@ -77,9 +77,9 @@ def log_space_draw(rv):
     if not isinstance(alpha, TensorConstant) or not np.all(alpha.data < LOG_SPACE_SHAPE):
         return None
     ones = pt.ones_like(alpha + second)
-    g = ptr.gamma(alpha + ones, scale=ones, size=size, rng=rng)
+    g = ptr.gamma(alpha + ones, scale=ones, size=size, rng=rng, return_next_rng=True)[1]
     u_rng = pytensor.shared(np.random.default_rng(0))
-    u = ptr.uniform(pt.zeros_like(ones), ones, size=size, rng=u_rng)
+    u = ptr.uniform(pt.zeros_like(ones), ones, size=size, rng=u_rng, return_next_rng=True)[1]
     log_std = pt.log(g) + pt.log1p(-u) / alpha  # log of a Gamma(alpha, 1) draw
     if isinstance(node.op, ptr.GammaRV):  # (shape, scale)
         return log_std + pt.log(second)
