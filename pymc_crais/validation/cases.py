@@ -243,6 +243,20 @@ _APPLIED = [
        "one-way random effects, BUGS priors: precisions ~ Gamma(0.001, 0.001)"),
     _a("applied_bugs_normal", "conjugate", "unimodal", "exact", 2, 30,
        "normal sample, BUGS priors: τ ~ Gamma(0.001, 0.001), μ ~ N(0, prec 1e-6)"),
+    _a("applied_multilevel_logistic", "logistic", "unimodal", "reference", 33, 360,
+       "varying-intercept logistic regression, 30 groups, centred"),
+    _a("applied_ordinal", "ordinal", "unimodal", "reference", 7, 200,
+       "ordinal logistic regression, 5 categories, ordered cutpoints"),
+    _a("applied_robust_t", "heavy-tailed", "unimodal", "reference", 4, 80,
+       "robust regression, Student-t likelihood with unknown ν ~ Gamma(2, 0.1)"),
+    _a("applied_zip", "poisson", "unimodal", "reference", 4, 200,
+       "zero-inflated Poisson regression"),
+    _a("applied_censored", "gaussian-regression", "unimodal", "exact", 3, 100,
+       "right-censored normal regression (pm.Censored)"),
+    _a("applied_truncnormal_prior", "gaussian-regression", "unimodal", "exact", 3, 30,
+       "regression with a TruncatedNormal(0.5, 1, lower=0) slope prior"),
+    _a("applied_mixture_label_switching", "mixture", "multimodal", "reference", 4, 120,
+       "2-component normal mixture, exchangeable labels: log Z counts both relabellings"),
 ]  # fmt: skip
 
 #: name -> Case, in suite order (the core suite, then the applied tier)
