@@ -26,11 +26,39 @@ from pymc_crais.validation.applied_models import APPLIED_SPECS, reference  # noq
 OUT = REPO / "pymc_crais" / "data" / "applied_references.json"
 
 
+def table() -> str:
+    """The stored references as a Markdown table: both ways and their difference."""
+    from pymc_crais.validation import get_case
+
+    store = json.loads(OUT.read_text())
+    lines = ["| case | d | n | log Z | ref. MCSE | way 1 | way 2 | way 1 − way 2 | agree |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name in APPLIED_SPECS:
+        if name not in store:
+            lines.append(f"| {name} | | | not computed | | | | | |")
+            continue
+        r, c = store[name], get_case(name)
+
+        def way(w):
+            err = f"± {w['mcse']:.4f}" if "mcse" in w else f"(quad. err {w['error']:.0e})"
+            k = f", k̂ {w['khat']:.2f}" if "khat" in w else ""
+            return f"{w['log_z']:.4f} {err}{k}"
+
+        lines.append(f"| {name} | {c.d} | {c.n} | {r['log_z']:.4f} | {r['mcse']:.4f} | "
+                     f"{way(r['way1'])} | {way(r['way2'])} | {r['difference']:+.4f} | "
+                     f"{'yes' if r['agree'] else 'NO'} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=None, help="comma-separated names (default: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--table", action="store_true", help="print the stored references (Markdown)")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table())
+        return
     names = args.cases.split(",") if args.cases else list(APPLIED_SPECS)
     store = json.loads(OUT.read_text()) if OUT.exists() else {}
     for name in names:
