@@ -33,7 +33,8 @@ def test_applied_reference_stored_and_two_ways_agree(name):
     assert ref["agree"], ref
     w1, w2 = ref["way1"], ref["way2"]
     assert ref["difference"] == pytest.approx(w1["log_z"] - w2["log_z"], abs=1e-12)
-    assert abs(ref["difference"]) < 4 * w2["mcse"] + 1e-3
+    se = np.hypot(w1.get("mcse", 0.0), w2["mcse"])  # way 1 is a quadrature or an IS
+    assert abs(ref["difference"]) < 4 * se + 1e-3
     assert w2["khat"] < 0.7
     inst = get_case(name).build()
     assert inst.log_z == ref["log_z"] and np.isfinite(inst.log_z)
@@ -52,9 +53,8 @@ def test_structured_and_dense_marginals_agree(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["applied_bugs_normal", "applied_random_slopes",
-     *(pytest.param(n, marks=_SLOW) for n in GAUSSIAN
-       if n not in ("applied_bugs_normal", "applied_random_slopes"))],
+    ["applied_bugs_normal",
+     *(pytest.param(n, marks=_SLOW) for n in GAUSSIAN if n != "applied_bugs_normal")],
 )  # fmt: skip
 def test_model_is_the_integrand(name):
     """The PyMC model, its Gaussian coordinates integrated out exactly, equals the
@@ -76,3 +76,22 @@ def test_reference_recomputes(name):
     assert new["way1"]["log_z"] == pytest.approx(ref["way1"]["log_z"], abs=1e-8)
     assert new["way2"]["log_z"] == pytest.approx(ref["way2"]["log_z"], abs=1e-8)
     assert new["agree"]
+
+
+def test_sample_smc_defaults_right_on_bugs_normal_model():
+    """Issue 30, item 3: a normal sample with BUGS' τ ~ Gamma(0.001, 0.001) (half its prior
+    draws of τ are 0 in float64). With the defaults, the start is the Laplace fit (the mode
+    search no longer counts the stalled runs from such draws as modes) and log Z is right
+    (measured: −62.4299 ± 0.0052 against −62.4308)."""
+    import warnings
+
+    import pymc_crais as pmc
+    from pymc_crais.warnings import UnreliableEvidenceWarning
+
+    inst = get_case("applied_bugs_normal").build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreliableEvidenceWarning)
+        idata = pmc.sample_smc(model=inst.model, random_seed=1, cores=1, progressbar=False)
+    lz, se = pmc.log_marginal_likelihood(idata)
+    assert idata["sample_stats"].attrs["init_n_modes"] == 1
+    assert abs(lz - inst.log_z) < 3 * se + 0.01, (lz, se, inst.log_z)

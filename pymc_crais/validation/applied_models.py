@@ -203,7 +203,7 @@ def _hier_data(J=60, seed=301):
 
 
 def hier_gauss(centred: bool):
-    """Varying intercepts for 60 groups (≈ 390 rows): ``μ ~ N(0, 5)``, ``τ, σ ~
+    """Varying intercepts for 60 groups (387 rows): ``μ ~ N(0, 5)``, ``τ, σ ~
     HalfNormal(1)``, ``a ~ N(μ, τ)`` (centred) or ``μ + τ z`` (non-centred)."""
     import pymc as pm
 

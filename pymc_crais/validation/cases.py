@@ -225,11 +225,11 @@ def _a(name, family, modality, reference, d, n, description, discrete=False):
 
 #: the applied tier (``applied_models``): models as users write them, two-way references
 _APPLIED = [
-    _a("applied_hier60_centred", "hierarchical", "unimodal", "exact", 63, 390,
+    _a("applied_hier60_centred", "hierarchical", "unimodal", "exact", 63, 387,
        "varying intercepts, 60 groups, coords/dims + pm.Data, centred"),
-    _a("applied_hier60_noncentred", "hierarchical", "unimodal", "exact", 63, 390,
+    _a("applied_hier60_noncentred", "hierarchical", "unimodal", "exact", 63, 387,
        "same model and data, non-centred"),
-    _a("applied_random_slopes", "hierarchical", "unimodal", "exact", 45, 185,
+    _a("applied_random_slopes", "hierarchical", "unimodal", "exact", 45, 200,
        "varying intercepts and slopes, 20 groups, centred"),
     _a("applied_local_level", "state-space", "unimodal", "exact", 152, 150,
        "local level: pm.GaussianRandomWalk, 150 latent states"),
