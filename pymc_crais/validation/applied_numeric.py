@@ -148,6 +148,8 @@ class GaussianSpec:
     hi: list = field(default_factory=list)
     nodes: int = 0  # quadrature nodes per dim (0: by k)
     n_is: int = 4000
+    is_df: float = 4.0  # way 2's Student-t: degrees of freedom and scale on the Laplace fit
+    is_scale: float = 1.5
 
 
 @dataclass

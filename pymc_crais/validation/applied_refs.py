@@ -37,7 +37,7 @@ def _gaussian_reference(spec, seed):
     q1, _ = grid_log_integral(spec.fast, lo, hi, mode, sd, n)
     q2, n_nodes = grid_log_integral(spec.fast, lo, hi, mode, sd, n + 3)
     # way 2: IS from a t_4 at the Laplace fit, 1.5 × its scale, dense marginal
-    df, scale = 4.0, 1.5
+    df, scale = spec.is_df, spec.is_scale
     prop = stats.multivariate_t(loc=mode, shape=scale**2 * cov, df=df)
     rng = np.random.default_rng(seed)
     U = prop.rvs(size=spec.n_is, random_state=rng).reshape(spec.n_is, k)

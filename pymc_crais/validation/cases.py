@@ -16,6 +16,12 @@ Reference types:
   ``benchmarks/references/compute_references.py``; the reference is their
   inverse-variance-weighted mean and its MCSE the larger of that mean's standard error and
   half their difference.
+
+The applied tier (``tier="applied"``, names ``applied_*``; :mod:`.applied_models`): models as
+users write them, with references computed two independent ways without SMC or AIS by
+``benchmarks/references/compute_applied.py``, stored in
+``pymc_crais/data/applied_references.json``; ``cases()`` lists the core suite only unless
+``tier`` says otherwise.
 """
 
 from __future__ import annotations
