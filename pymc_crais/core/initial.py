@@ -292,7 +292,8 @@ class ModeSearch:
         Runs that stopped without converging (iteration cap, or a non-finite density), or
         that SciPy reports converged at a point that is not stationary: whitened gradient
         ``‖Lᵀ∇‖`` above :data:`STATIONARY_TOL` (L-BFGS stops on a "relative reduction"
-        where a vague prior's scale leaves the density nearly flat in other coordinates).
+        where a vague prior's scale leaves the density nearly flat in other coordinates),
+        or whose density is more than :func:`negligible_drop` nats below the fit's mode.
     max_gain : float
         Largest ``log density(run's end) − log density(fit's mode)`` over the runs: above 0
         (beyond rounding) the fit's mode is not the highest one.
@@ -318,6 +319,16 @@ start from a BUGS-style ``Gamma(0.001, 0.001)`` precision's prior draw (``log τ
 ends after two L-BFGS iterations "converged" at ``log τ ≈ −118`` with a gradient of 15 along
 ``log τ`` (whitened ≈ 4); counted, such ends made ``init="auto"`` see 11 modes of a
 unimodal normal model."""
+
+
+def negligible_drop(d: int) -> float:
+    """Nats below the fit's mode beyond which a run's end cannot be a mode that matters:
+    ``50 + 10 d``. Such a mode's share of the posterior mass is below ``e^-50`` unless it is
+    more than ``e^10`` times wider than the fit in every whitened direction. (At a prior
+    draw of a vague precision far out in its tail, ``log τ ≈ −527``, PyMC's gradient
+    underflows to about 0 while the density is 7900 nats below the mode: such an end passes
+    the gradient test but not this one.)"""
+    return 50.0 + 10.0 * d
 
 
 def search_modes(
@@ -366,6 +377,9 @@ def search_modes(
             continue
         if np.linalg.norm(chol.T @ np.asarray(res.jac, dtype=np.float64)) > STATIONARY_TOL:
             unsettled += 1  # stopped where the density still climbs: not a mode
+            continue
+        if value < fit.log_density_at_mode - negligible_drop(fit.mode.size):
+            unsettled += 1  # too far below to hold any mass (or a gradient that underflowed)
             continue
         z = solve_triangular(chol, res.x - fit.mode, lower=True)
         dist = max(dist, float(np.linalg.norm(z)))

@@ -204,11 +204,12 @@ def _bugs_normal_dense(U):
 
 HIER_SPECS = [
     GaussianSpec("applied_hier60_centred", lambda: hier_gauss(True),
-                 ["tau_log__", "sigma_log__"], _hier_fast, _hier_dense),
+                 ["tau_log__", "sigma_log__"], _hier_fast, _hier_dense, n_is=12_000),
     GaussianSpec("applied_hier60_noncentred", lambda: hier_gauss(False),
-                 ["tau_log__", "sigma_log__"], _hier_fast, _hier_dense),
+                 ["tau_log__", "sigma_log__"], _hier_fast, _hier_dense, n_is=12_000),
     GaussianSpec("applied_random_slopes", random_slopes,
-                 ["sigma_a_log__", "sigma_b_log__", "sigma_log__"], _slopes_fast, _slopes_dense),
+                 ["sigma_a_log__", "sigma_b_log__", "sigma_log__"], _slopes_fast, _slopes_dense,
+                 n_is=12_000),
     GaussianSpec("applied_bugs_oneway", bugs_oneway, ["tau_a_log__", "tau_y_log__"],
                  _bugs_fast, _bugs_dense, n_is=20_000),
     GaussianSpec("applied_bugs_normal", bugs_normal, ["tau_log__"], _bugs_normal_fast,

@@ -210,11 +210,11 @@ def _wide_dense(U):
 
 LATENT_SPECS = [
     GaussianSpec("applied_local_level", local_level, ["sigma_level_log__", "sigma_obs_log__"],
-                 _level_fast, _level_dense),
+                 _level_fast, _level_dense, n_is=12_000),
     GaussianSpec("applied_ar1", latent_ar1, ["rho", "sigma_log__", "sigma_obs_log__"],
                  _ar_fast, _ar_dense, n_is=10_000),
     GaussianSpec("applied_gp_latent", gp_latent, ["ell_log__", "eta_log__", "sigma_log__"],
                  _gp_fast, _gp_dense, nodes=3, n_is=20_000),
     GaussianSpec("applied_wide_d302", wide_regression, ["tau_log__", "sigma_log__"],
-                 _wide_fast, _wide_dense, n_is=2000),
+                 _wide_fast, _wide_dense, n_is=6000),
 ]  # fmt: skip
