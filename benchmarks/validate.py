@@ -1,7 +1,8 @@
 """Run every public sampler, with its defaults, on the evidence validation suite.
 
-    python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all]
-        [--samplers smc,crais,ais,rts,pm_smc,bridge] [--chains 4] [--draws N] [--seed 1]
+    python benchmarks/validate.py [--cases a,b | --cases quick|exact|reference|all|applied]
+        [--samplers smc,crais,ais,rts,pm_smc,pm_batched,pm_crsmc,pm_crais,bridge] [--chains 4]
+        [--draws N] [--seed 1]
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
         [--speed] [--init prior|laplace|auto] [--kwargs '{"alpha": 0.5}'] [--warm-session]
 
@@ -551,13 +552,15 @@ def select_cases(spec: str | None, quick: bool) -> list[str]:
         return [c.name for c in cases()]
     if spec in ("exact", "reference"):
         return [c.name for c in cases(reference=spec)]
+    if spec == "applied":  # the applied tier (pymc_crais/validation/applied_models.py)
+        return [c.name for c in cases(tier="applied")]
     return [s.strip() for s in spec.split(",") if s.strip()]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
-        "--cases", default=None, help="comma-separated names, or quick/exact/reference/all"
+        "--cases", default=None, help="comma-separated names, or quick/exact/reference/all/applied"
     )
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--chains", type=int, default=4)

@@ -25,7 +25,7 @@ def test_registry():
         get_case("no_such_case")
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", [c.name for c in cases()])  # the applied tier: test_applied.py
 def test_case_builds_with_finite_reference(name):
     case = get_case(name)
     inst = case.build()

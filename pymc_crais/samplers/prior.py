@@ -12,6 +12,19 @@ replaced by an equivalent one it compiles natively (:func:`native_draws`): PyMC'
 compilation (about 1.5 s a call of a switchpoint model, and a ``UserWarning`` each time);
 ``integers(lower, upper + 1)`` draws from the same distribution and compiles once, into
 PyTensor's cache.
+
+Vague Gamma and inverse-gamma priors (BUGS' ``dgamma(0.001, 0.001)`` precisions) are drawn
+in log space (:func:`log_space_draw`): about half of the draws of ``Gamma(0.001, 0.001)``
+are below the smallest float64 and round to 0, whose log-transformed value ``-inf`` would
+start a particle at ``-inf``. ``log X`` itself is drawn instead, exactly:
+``X = G·U^{1/a}`` with ``G ~ Gamma(a + 1)`` and ``U ~ U(0, 1)`` independent, so
+``log X = log G + log(U)/a + log(scale)`` (``-log X`` of that for the inverse gamma). Its
+density, what ``log q0`` evaluates (the model's prior with the log transform's Jacobian),
+stays finite and exact at such values (PyMC writes the Gamma log-density of ``exp(u)`` in
+``u``). Variables below it (``a ~ Normal(0, tau=tau_a)``) are drawn given ``exp(log X)``,
+as before: the same joint distribution; a child of a precision that is 0 in float64 is
+infinite, and that particle has a zero weight, as it would with exact arithmetic to
+within float64 (its likelihood underflows).
 """
 
 from __future__ import annotations
@@ -19,9 +32,13 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 import pytensor.tensor.random.basic as ptr
 from pymc.distributions.discrete import DiscreteUniformRV
+from pymc.logprob.transforms import LogTransform
+from pytensor.graph.replace import graph_replace
+from pytensor.tensor.variable import TensorConstant
 from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.tensor.random.type import RandomGeneratorType
 
@@ -38,7 +55,36 @@ from .reproducible import few_calls_compile_kwargs
 from .rewrites import apply_node_rewriters
 from .vectorize import vectorize_random_graph
 
-__all__ = ["PriorSampler", "native_draws", "prior_sampler"]
+__all__ = ["PriorSampler", "log_space_draw", "native_draws", "prior_sampler"]
+
+#: Gamma and inverse-gamma variables with a constant shape below this are drawn in log space
+#: (:func:`log_space_draw`); at 0.1 a direct draw underflows with probability ~1e-31.
+LOG_SPACE_SHAPE = 0.1
+
+
+def log_space_draw(rv):
+    """``log rv`` drawn without forming ``rv``, for a Gamma or inverse-gamma ``rv`` whose
+    shape parameter is a constant below :data:`LOG_SPACE_SHAPE`; ``None`` otherwise.
+
+    ``log X = log G + log(1 − U)/a + log(scale)``, ``G ~ Gamma(a + 1, 1)``, ``U ~ U[0, 1)``
+    (``1 − U`` is in ``(0, 1]``, so its log is finite); ``−`` that with ``scale = 1/β`` for
+    ``InverseGamma(a, β)``. The Gamma draw uses ``rv``'s own generator, the uniform one a
+    new shared generator (re-seeded with the others by :meth:`PriorSampler.draw`).
+    """
+    node = rv.owner
+    if node is None or not isinstance(node.op, (ptr.GammaRV, ptr.InvGammaRV)):
+        return None
+    rng, size, alpha, second = node.inputs
+    if not isinstance(alpha, TensorConstant) or not np.all(alpha.data < LOG_SPACE_SHAPE):
+        return None
+    ones = pt.ones_like(alpha + second)
+    g = ptr.gamma(alpha + ones, scale=ones, size=size, rng=rng, return_next_rng=True)[1]
+    u_rng = pytensor.shared(np.random.default_rng(0))
+    u = ptr.uniform(pt.zeros_like(ones), ones, size=size, rng=u_rng, return_next_rng=True)[1]
+    log_std = pt.log(g) + pt.log1p(-u) / alpha  # log of a Gamma(alpha, 1) draw
+    if isinstance(node.op, ptr.GammaRV):  # (shape, scale)
+        return log_std + pt.log(second)
+    return pt.log(second) - log_std  # InverseGamma(alpha, beta) = beta / Gamma(alpha, 1)
 
 
 @node_rewriter([DiscreteUniformRV])
@@ -113,11 +159,18 @@ class PriorSampler:
         self.layout = layout
         free = list(model.free_RVs)
         n = pt.iscalar("n_particles")
-        outs = []
+        outs, in_log_space = [], {}
         for rv in free:
             tr = model.rvs_to_transforms.get(rv)
-            val = tr.forward(rv, *rv.owner.inputs) if tr is not None else rv
+            log_val = log_space_draw(rv) if isinstance(tr, LogTransform) else None
+            if log_val is not None:
+                in_log_space[rv] = pt.exp(log_val)  # what the variables below it are drawn on
+                val = log_val
+            else:
+                val = tr.forward(rv, *rv.owner.inputs) if tr is not None else rv
             outs.append(pt.as_tensor_variable(val).astype("float64"))
+        if in_log_space:
+            outs = graph_replace(outs, in_log_space, strict=False)
         # drawn a few times a run: no code generation (few_calls_compile_kwargs)
         ckw = few_calls_compile_kwargs(resolve_compile_kwargs(None, compile_kwargs))
         self.vectorized = True

@@ -16,6 +16,12 @@ Reference types:
   ``benchmarks/references/compute_references.py``; the reference is their
   inverse-variance-weighted mean and its MCSE the larger of that mean's standard error and
   half their difference.
+
+The applied tier (``tier="applied"``, names ``applied_*``; :mod:`.applied_models`): models as
+users write them, with references computed two independent ways without SMC or AIS by
+``benchmarks/references/compute_applied.py``, stored in
+``pymc_crais/data/applied_references.json``; ``cases()`` lists the core suite only unless
+``tier`` says otherwise.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from .exact_models import (
     student_t_loc_scale,
     student_t_location,
 )
+from .applied_models import APPLIED_SPECS
 from .glm_models import (
     beetles,
     challenger,
@@ -79,6 +86,7 @@ class Case:
     description: str
     factory: object = field(repr=False)
     discrete: bool = False
+    tier: str = "core"  # "core" | "applied"
 
     @property
     def tags(self) -> tuple[str, ...]:
@@ -105,11 +113,14 @@ class Case:
 @cache
 def load_references() -> dict:
     """The stored references of the ``reference`` cases (``name -> dict``)."""
-    path = resources.files("pymc_crais").joinpath("data", "validation_references.json")
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
+    out = {}
+    for fname in ("validation_references.json", "applied_references.json"):
+        path = resources.files("pymc_crais").joinpath("data", fname)
+        try:
+            out.update(json.loads(path.read_text()))
+        except FileNotFoundError:
+            pass
+    return out
 
 
 # ----------------------------------------------------------------------------- registry
@@ -211,18 +222,64 @@ _LIST = [
        coal_trend),
 ]  # fmt: skip
 
-#: name -> Case, in suite order
-CASES: dict[str, Case] = {c.name: c for c in _LIST}
+
+def _a(name, family, modality, reference, d, n, description, discrete=False):
+    spec = APPLIED_SPECS[name]
+    return Case(name, family, modality, reference, d, n, description,
+                lambda: (spec.model(), None, None, None), discrete, tier="applied")  # fmt: skip
+
+
+#: the applied tier (``applied_models``): models as users write them, two-way references
+_APPLIED = [
+    _a("applied_hier60_centred", "hierarchical", "unimodal", "exact", 63, 387,
+       "varying intercepts, 60 groups, coords/dims + pm.Data, centred"),
+    _a("applied_hier60_noncentred", "hierarchical", "unimodal", "exact", 63, 387,
+       "same model and data, non-centred"),
+    _a("applied_random_slopes", "hierarchical", "unimodal", "exact", 45, 200,
+       "varying intercepts and slopes, 20 groups, centred"),
+    _a("applied_local_level", "state-space", "unimodal", "exact", 152, 150,
+       "local level: pm.GaussianRandomWalk, 150 latent states"),
+    _a("applied_ar1", "state-space", "unimodal", "exact", 123, 120,
+       "latent AR(1) (pm.AR), 120 states, observed with noise"),
+    _a("applied_gp_latent", "gp", "unimodal", "exact", 43, 40,
+       "pm.gp.Latent, ExpQuad kernel, 40 points, Gaussian noise"),
+    _a("applied_wide_d302", "gaussian-regression", "unimodal", "exact", 302, 360,
+       "300 coefficients with a shared HalfNormal scale (d = 302)"),
+    _a("applied_bugs_oneway", "hierarchical", "unimodal", "exact", 13, 60,
+       "one-way random effects, BUGS priors: precisions ~ Gamma(0.001, 0.001)"),
+    _a("applied_bugs_normal", "conjugate", "unimodal", "exact", 2, 30,
+       "normal sample, BUGS priors: τ ~ Gamma(0.001, 0.001), μ ~ N(0, prec 1e-6)"),
+    _a("applied_multilevel_logistic", "logistic", "unimodal", "reference", 33, 360,
+       "varying-intercept logistic regression, 30 groups, centred"),
+    _a("applied_ordinal", "ordinal", "unimodal", "reference", 7, 200,
+       "ordinal logistic regression, 5 categories, ordered cutpoints"),
+    _a("applied_robust_t", "heavy-tailed", "unimodal", "reference", 4, 80,
+       "robust regression, Student-t likelihood with unknown ν ~ Gamma(2, 0.1)"),
+    _a("applied_zip", "poisson", "unimodal", "reference", 4, 200,
+       "zero-inflated Poisson regression"),
+    _a("applied_censored", "gaussian-regression", "unimodal", "exact", 3, 100,
+       "right-censored normal regression (pm.Censored)"),
+    _a("applied_truncnormal_prior", "gaussian-regression", "unimodal", "exact", 3, 30,
+       "regression with a TruncatedNormal(0.5, 1, lower=0) slope prior"),
+    _a("applied_mixture_label_switching", "mixture", "multimodal", "reference", 4, 120,
+       "2-component normal mixture, exchangeable labels: log Z counts both relabellings"),
+]  # fmt: skip
+
+#: name -> Case, in suite order (the core suite, then the applied tier)
+CASES: dict[str, Case] = {c.name: c for c in _LIST + _APPLIED}
 
 #: a small subset of easy cases for --quick runs and CI
 QUICK = ("linreg_d2", "beta_binomial", "gamma_poisson_skewed", "eight_schools_noncentered",
          "mixture2_d2", "logistic_n50_d3")  # fmt: skip
 
 
-def cases(*tags: str, reference: str | None = None) -> list[Case]:
+def cases(*tags: str, reference: str | None = None, tier: str = "core") -> list[Case]:
     """The suite's cases, optionally only those carrying every tag in ``tags`` (family,
-    modality, ``"exact"``/``"reference"``, ``"discrete"``)."""
-    out = [c for c in _LIST if all(t in c.tags for t in tags)]
+    modality, ``"exact"``/``"reference"``, ``"discrete"``), of one ``tier``: ``"core"``
+    (the default), ``"applied"`` (models as users write them, ``applied_models``) or
+    ``"all"``."""
+    pool = {"core": _LIST, "applied": _APPLIED, "all": _LIST + _APPLIED}[tier]
+    out = [c for c in pool if all(t in c.tags for t in tags)]
     if reference is not None:
         out = [c for c in out if c.reference == reference]
     return out

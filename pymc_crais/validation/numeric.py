@@ -114,7 +114,7 @@ def _neg_hessian(bl, x, eps):
     return 0.5 * (H + H.T)
 
 
-def _logmeanexp_with_mcse(logw: np.ndarray):
+def logmeanexp_with_mcse(logw: np.ndarray):
     """log mean exp(logw) and its delta-method standard error (iid draws)."""
     n = logw.size
     m = np.max(logw)
@@ -165,7 +165,7 @@ def importance_sampling(
         x = prop.rvs(size=m, random_state=rng).reshape(m, d)
         logw[i : i + m] = np.asarray(bl.logp(x), dtype=float) - prop.logpdf(x)
     logw = np.where(np.isfinite(logw), logw, -np.inf)
-    est, mcse, ess = _logmeanexp_with_mcse(logw)
+    est, mcse, ess = logmeanexp_with_mcse(logw)
     return {
         "method": f"importance sampling from a Student-t (df={df}) at the Laplace mode, "
         f"scale {scale} x Laplace covariance, {n} draws",

@@ -241,3 +241,52 @@ def test_symbolic_variables_pymc_cannot_rebuild_are_batched_from_their_inner_gra
         return 0.3 * stats.norm.cdf(x, -2.0, 1.0) + 0.7 * stats.norm.cdf(x, 3.0, 0.5)
 
     assert stats.kstest(d["mix"], mixture_cdf).pvalue > ALPHA
+
+
+def _log_gamma_cdf(t, a, b):
+    """P(log X <= t) for X ~ Gamma(a, rate b), without underflow: below b e^t = 1e-30 the
+    series' first term x^a / Γ(a + 1) is exact to double precision."""
+    from scipy import special
+
+    lx = np.log(b) + t
+    small = lx < np.log(1e-30)
+    out = np.empty_like(t)
+    out[small] = np.exp(a * lx[small] - special.gammaln(a + 1))
+    out[~small] = special.gammainc(a, np.exp(lx[~small]))
+    return out
+
+
+def test_vague_gamma_and_inverse_gamma_are_drawn_in_log_space():
+    """BUGS' Gamma(0.001, 0.001): half of the direct draws are 0 in float64 (log −inf). The
+    draws of log X are finite, have log X's exact law (KS on the exact CDF, down to
+    log X ≈ −3000), and the children are drawn given exp(log X); log q0 is finite wherever
+    the precision is (the model's Gamma log-density in log space is exact)."""
+    from pymc_crais.samplers.compile import compile_model_density
+
+    with pm.Model() as model:
+        tau = pm.Gamma("tau", 0.001, 0.001)
+        v = pm.InverseGamma("v", 0.01, 2.0)
+        pm.Normal("a", 0.0, tau=tau, shape=2)
+    layout = parameter_layout(model)
+    x = PriorSampler(model, layout).draw(np.random.default_rng(3), N)
+    u_tau, u_v, a = x[:, 0], x[:, 1], x[:, 2:]
+    assert np.all(np.isfinite(u_tau)) and np.all(np.isfinite(u_v))
+    assert np.mean(u_tau < -745) > 0.3  # the draws that used to underflow are there
+    assert stats.kstest(_log_gamma_cdf(u_tau, 0.001, 0.001), "uniform").pvalue > ALPHA
+    # log V = log 2 − log G, G ~ Gamma(0.01, 1): P(log V <= t) = 1 − P(log G < log 2 − t)
+    cdf_v = 1.0 - _log_gamma_cdf(np.log(2.0) - u_v, 0.01, 1.0)
+    assert stats.kstest(cdf_v, "uniform").pvalue > ALPHA
+    ok = u_tau > -700  # the child's scale exp(-u/2) is finite: standardized, N(0, 1)
+    assert stats.kstest((a[ok] * np.exp(0.5 * u_tau[ok, None])).ravel(), "norm").pvalue > ALPHA
+    ev = compile_model_density(model, gradient=False).evaluate(x, gradient=False)
+    assert np.all(np.isfinite(ev.log_q0[ok]))
+
+
+def test_ordinary_gamma_priors_are_drawn_as_before():
+    """A shape of 0.1 or more keeps the direct draw (the same bits as before)."""
+    from pymc_crais.samplers.prior import log_space_draw
+
+    assert log_space_draw(pm.Gamma.dist(2.0, 1.0)) is None
+    assert log_space_draw(pm.Gamma.dist(0.5, 1.0)) is None
+    assert log_space_draw(pm.Gamma.dist(0.001, 0.001)) is not None
+    assert log_space_draw(pm.Normal.dist()) is None
