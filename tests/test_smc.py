@@ -1,7 +1,6 @@
 """Tempered SMC (pmc.sample_smc); the pm.sample_smc kernels are in test_smc_kernels.py."""
 
 import numpy as np
-import pymc as pm
 import pytest
 
 import pymc_crais as pmc

@@ -8,6 +8,7 @@ import pytensor.tensor as pt
 import pytest
 
 from pymc_crais.samplers import compile as compile_mod
+from pymc_crais.samplers import gradients as gradients_mod
 from pymc_crais.samplers.compile import (
     PerParticleFallbackWarning,
     compile_model_density,
@@ -247,13 +248,13 @@ def test_batched_gradients_join_column_blocks_same_values(mixed_model):
     )
     xb = pt.matrix("xb", dtype="float64")
     blp, bll = simplify_logp_graph(vectorize_graph([lp, ll], replace={theta: xb}))  # as compiled
-    joined = compile_mod.batched_gradients([blp.sum(), bll.sum()], xb, layout.dim)
+    joined = gradients_mod.batched_gradients([blp.sum(), bll.sum()], xb, layout.dim)
     plain = [pt.grad(c.sum(), xb) for c in (blp, bll)]
     def n_inc(outs):
         return sum(v.owner is not None and isinstance(v.owner.op, IncSubtensor)
                    for v in ancestors(outs))  # fmt: skip
 
-    assert compile_mod._column_blocks([blp.sum(), bll.sum()], xb, layout.dim) is not None
+    assert gradients_mod.column_blocks([blp.sum(), bll.sum()], xb, layout.dim) is not None
     assert n_inc(joined) < n_inc(plain)  # the model's own (stick-breaking) ones remain
     f = pytensor.function([xb], joined + plain, mode="FAST_COMPILE")
     x = PriorSampler(mixed_model, layout).draw(np.random.default_rng(3), 7)
@@ -262,8 +263,8 @@ def test_batched_gradients_join_column_blocks_same_values(mixed_model):
     np.testing.assert_array_equal(g_lp, p_lp)
     np.testing.assert_array_equal(g_ll, p_ll)
     direct = (xb**2).sum() + blp.sum()  # reads xb outside its column blocks
-    assert compile_mod._column_blocks([direct], xb, layout.dim) is None
-    (g,) = compile_mod.batched_gradients([direct], xb, layout.dim)
+    assert gradients_mod.column_blocks([direct], xb, layout.dim) is None
+    (g,) = gradients_mod.batched_gradients([direct], xb, layout.dim)
     np.testing.assert_array_equal(
         pytensor.function([xb], g, mode="FAST_COMPILE")(x),
         pytensor.function([xb], pt.grad(direct, xb), mode="FAST_COMPILE")(x),
