@@ -38,7 +38,7 @@ def test_case_builds_with_finite_reference(name):
         from pymc_crais.validation import load_references
 
         # sonar_int_sd1 (d = 61) rests on bridge sampling alone: the importance sampler's
-        # k̂ is 0.68 there (docs/validation.md)
+        # k̂ is 0.68 there (benchmarks/reports/validation.md)
         assert load_references()[name]["agree"] or name == "sonar_int_sd1"
         assert inst.log_z_mcse < 0.05
         assert "bridge" in inst.method
