@@ -36,7 +36,7 @@ each chain's last ``log_marginal_likelihood`` (between-chain MCSE only). Raw res
 ``OUT/results.json`` after every run (re-running skips what is there; ``--plot-only`` just
 redraws); PNGs to ``docs/img/accuracy_cost_{pima,sonar}.png``. Prints a table per data set
 and the evaluations each method needs to stay within |error| <= 0.1 / 0.3 / 1.
-No assertion: numbers go to docs/benchmarks.md.
+No assertion: numbers go to benchmarks/reports/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def print_tables(results: dict, data: str) -> None:
 
 
 def markdown_table(results: dict, data: str) -> str:
-    """The threshold table of ``print_tables`` as Markdown (for docs/benchmarks.md)."""
+    """The threshold table of ``print_tables`` as Markdown (for benchmarks/reports/benchmarks.md)."""
     runs = [r for r in results["runs"].values() if r["data"] == data]
     lines = [
         "| method | grid | \\|err\\| ≤ 0.1 | ≤ 0.3 | ≤ 1 | best \\|err\\| (evals) | best RMSE (evals) |",

@@ -26,7 +26,7 @@ Every measurement runs in a fresh interpreter (so that its peak resident memory,
   call each with gradient) for every ``--rows``; with JAX every shape is compiled anew.
 
 GPU rows are measured only where the JAX backend finds a GPU (``jax.devices()``); this script
-never estimates them. Prints a Markdown table for docs/benchmarks.md and writes the records
+never estimates them. Prints a Markdown table for benchmarks/reports/benchmarks.md and writes the records
 to ``--json``.
 """
 

@@ -17,7 +17,7 @@ comma-separated list: the first one gives the main table; with several, a second
 compares the linkers for the batched function (compile time in a fresh process, whether it
 runs, its largest deviation from NumPy and its time per call, all timed round-robin).
 BLAS (and XLA) run with one thread by default, as in the samplers. Wall and CPU times are
-both reported: on a shared machine the CPU time of this process is the steadier measure. Prints milliseconds per batch and the ratios. No assertion: numbers go to docs/benchmarks.md.
+both reported: on a shared machine the CPU time of this process is the steadier measure. Prints milliseconds per batch and the ratios. No assertion: numbers go to benchmarks/reports/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -317,7 +317,7 @@ def main():
         print("(compile s, fresh process: compile_model_density alone in a new interpreter, PyTensor's and "
               "Numba's on-disk caches as they are; raw call ms includes np.asarray of "
               "all outputs (JAX dispatches asynchronously); the log prior differs from NumPy's by PyMC's own Normal "
-              "log-density constant, see docs/benchmarks.md)")
+              "log-density constant, see benchmarks/reports/benchmarks.md)")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ matching": ULA, UHA and Monte Carlo Diffusion (MCD) on normalized targets (log Z
     python benchmarks/bench_mcd.py --pymc 5 [--methods mcd uha ula]
         # pmc.sample_mcd with its defaults on tests/exact_models.linear_regression(d=5)
 
-Results and the commands behind them: docs/benchmarks.md, "Learned backward kernels (MCD)".
+Results and the commands behind them: benchmarks/reports/benchmarks.md, "Learned backward kernels (MCD)".
 
 * Table 1: ``q0 = N(3·1, I)`` fixed, target ``N(0, I)``, linear schedule fixed; only the
   per-step step sizes are learned (ULA and MCD alike, as in the paper), MCD also learns its

@@ -28,7 +28,7 @@ per case and method, the mean evaluations (and those spent training), the root-m
 error over seeds, the mean error and reported MCSE, the mean of MCSE² × evaluations (the
 variance at one evaluation's cost: lower is more efficient) and the same with the training's
 evaluations left out (as if a trained sampler were reused for free), the largest ``|error| / MCSE`` and how many runs raised
-``UnreliableEvidenceWarning``. Results and conclusions: docs/benchmarks.md ("When does it
+``UnreliableEvidenceWarning``. Results and conclusions: benchmarks/reports/benchmarks.md ("When does it
 pay on PyMC models?").
 """
 

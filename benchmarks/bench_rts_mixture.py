@@ -22,7 +22,7 @@ Per replicate (seed ``r``):
   tuning run's kernel parameters replayed.
 
 Reports per method: mean error, RMSE over replicates, mean reported standard error, mean
-target evaluations and wall time. No assertion: numbers go to docs/benchmarks.md.
+target evaluations and wall time. No assertion: numbers go to benchmarks/reports/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
         [--scale-shift pilot|exact] [--adaptive-max-step 0.125] [--quick] [--json PATH]
     python benchmarks/bench_synthetic.py --table-from PATH   # re-print a saved run's tables
 
-Results and the commands behind them: docs/benchmarks.md, "Synthetic high-dimensional targets".
+Results and the commands behind them: benchmarks/reports/benchmarks.md, "Synthetic high-dimensional targets".
 
 Goshtasbpour et al. (ICML 2023), Section 5.3, Table 2 and Appendix E (Tables 5-6): from
 ``q0 = N(0, I_d)`` to four normalized targets (``benchmarks/synthetic_targets.py``) with

@@ -6,7 +6,7 @@
         [--quick] [--timeout 900] [--json PATH] [--markdown] [--results PATH] [--no-run] [--list]
         [--speed] [--init prior|laplace|auto] [--kwargs '{"alpha": 0.5}'] [--warm-session]
 
-Cases: ``pymc_crais.validation`` (``docs/validation.md`` lists them). Samplers, each called
+Cases: ``pymc_crais.validation`` (``benchmarks/reports/validation.md`` lists them). Samplers, each called
 as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` and
 ``progressbar=False`` given (plus ``draws`` with ``--draws``/``--quick``; ``init`` with
 ``--init``, to compare starts, which ``pm_smc`` ignores; and any sampler options given as JSON

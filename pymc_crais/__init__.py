@@ -2,7 +2,7 @@
 
 Start with ``pmc.sample_smc()`` and no options. On the validation suite, at the seeds
 checked on the current code, its defaults are right or flagged on every model, and it is
-the fastest sampler here (README, "Which sampler to call").
+the fastest sampler here (docs/choosing.md, "Choosing a sampler").
 
 Public API
 ----------

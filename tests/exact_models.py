@@ -1,7 +1,14 @@
-"""Models whose evidence is known in closed form, shared by the tests and benchmarks."""
+"""Models whose evidence is known in closed form, shared by the tests and benchmarks.
+
+Each builder returns the same model object for the same arguments within a process
+(``functools.cache``): the samplers cache a model's compiled functions on the model object,
+so tests that share a model compile it once per test session instead of once per test.
+Treat the returned models as read-only (do not add variables to them).
+"""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +26,7 @@ class ExactModel:
     posterior_mean: dict | None = None
 
 
+@functools.cache
 def normal_mean(n: int = 20, sigma: float = 1.0, prior_sd: float = 2.0, seed: int = 0) -> ExactModel:
     """y_i ~ N(mu, sigma^2), mu ~ N(0, prior_sd^2)."""
     y = np.random.default_rng(seed).normal(1.0, sigma, size=n)
@@ -35,6 +43,7 @@ def normal_mean(n: int = 20, sigma: float = 1.0, prior_sd: float = 2.0, seed: in
     return ExactModel("normal_mean", model, float(log_z), {"mu": post_mean})
 
 
+@functools.cache
 def linear_regression(n: int = 50, d: int = 5, sigma: float = 0.5, prior_sd: float = 1.0, seed: int = 1) -> ExactModel:
     """Bayesian linear regression with known noise: log Z = log N(y; 0, σ²I + X Σ0 Xᵀ)."""
     rng = np.random.default_rng(seed)
@@ -53,6 +62,7 @@ def linear_regression(n: int = 50, d: int = 5, sigma: float = 0.5, prior_sd: flo
     return ExactModel("linear_regression", model, float(log_z), {"beta": post_mean})
 
 
+@functools.cache
 def beta_binomial(a: float = 2.0, b: float = 3.0, seed: int = 2) -> ExactModel:
     """k_i ~ Binomial(n_i, p), p ~ Beta(a, b): the validation suite's case (log-odds transformed)."""
     model, log_z, _, _ = vem.beta_binomial(a, b, seed)
@@ -60,6 +70,7 @@ def beta_binomial(a: float = 2.0, b: float = 3.0, seed: int = 2) -> ExactModel:
     return ExactModel("beta_binomial", model, log_z, {"p": (a + k.sum()) / (a + b + n.sum())})
 
 
+@functools.cache
 def poisson_normal() -> ExactModel:
     """k ~ Poisson(3) (discrete), y_i ~ N(k, 1): Z = Σ_k Poisson(k; 3) Π_i N(y_i; k, 1)."""
     y = np.array([2.2, 3.1, 1.7])
@@ -71,6 +82,7 @@ def poisson_normal() -> ExactModel:
     return ExactModel("poisson_normal", model, float(log_z))
 
 
+@functools.cache
 def gaussian_mixture_potential(d: int = 3) -> ExactModel:
     """x ~ N(0, I) with a pm.Potential equal to a normalized two-component Gaussian mixture.
 
@@ -81,6 +93,7 @@ def gaussian_mixture_potential(d: int = 3) -> ExactModel:
     return ExactModel("gaussian_mixture_potential", model, log_z)
 
 
+@functools.cache
 def peaked_normal_mean(n: int = 20_000) -> ExactModel:
     """A normal-mean model with so much data that log Z is about -2.8e4."""
     return normal_mean(n=n, sigma=1.0, prior_sd=3.0, seed=5)

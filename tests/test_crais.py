@@ -15,17 +15,29 @@ QUICK = dict(chains=4, cores=1, progressbar=False)
 _check = em.assert_evidence
 
 
+_ALPHAS = {
+    -0.5: dict(delta=0.5, min_step=1e-3),  # α < 0: explicit δ and a stall guard
+    0.0: {},
+    0.5: {},
+    1.0: {},
+    2.0: {},
+}
+# The default suite runs each path kind once (α < 0, geometric α = 0, power mean α > 0, on
+# an unbounded and a bounded parameter); the rest of the grid is slow.
+_FAST_ALPHAS = {("normal_mean", -0.5), ("normal_mean", 0.0), ("beta_binomial", 1.0)}
+
+
 @pytest.mark.parametrize(
-    "alpha,extra",
+    "builder,alpha,extra",
     [
-        (-0.5, dict(delta=0.5, min_step=1e-3)),  # α < 0: explicit δ and a stall guard
-        (0.0, {}),
-        (0.5, {}),
-        (1.0, {}),
-        (2.0, {}),
+        pytest.param(
+            b, a, x, id=f"{b.__name__}-{a}",
+            marks=() if (b.__name__, a) in _FAST_ALPHAS else pytest.mark.slow,
+        )
+        for b in (em.normal_mean, em.beta_binomial)
+        for a, x in _ALPHAS.items()
     ],
 )
-@pytest.mark.parametrize("builder", [em.normal_mean, em.beta_binomial])
 def test_crais_exact_evidence_over_alpha(builder, alpha, extra):
     case = builder()
     idata = pmc.sample_crais(draws=1000, alpha=alpha, random_seed=11, model=case.model, **QUICK, **extra)

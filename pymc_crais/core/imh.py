@@ -96,7 +96,7 @@ class IndependentMetropolis(MutationKernel):
     the population's target invariant. (A proposal fitted to the whole population, moving
     particle ``i``, depends on ``i``'s own position without a Hastings correction: with a
     2000-particle SMC on the suite's d = 120 regression it biased ``log Z`` by +0.43 nat,
-    32 times its MCSE; docs/validation.md, "Independence moves".)
+    32 times its MCSE; benchmarks/reports/validation.md, "Independence moves".)
 
     Parameters
     ----------

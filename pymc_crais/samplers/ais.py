@@ -141,7 +141,7 @@ def sample_ais(
         default is PyTensor's (Numba). With ``"jax"`` all chains run in this process and
         their particles are evaluated in one batched call per step (``cores`` is unused),
         which is what an accelerator wants; JAX needs static shapes (some models fail to
-        compile); see ``docs/benchmarks.md``.
+        compile); see ``benchmarks/reports/benchmarks.md``.
     mp_ctx : str or multiprocessing context, optional
         Start method of the worker processes (default: the platform's; with ``"fork"``
         the workers inherit the compiled model instead of unpickling and re-compiling it).

@@ -159,7 +159,7 @@ def sample_crais(
         as many where the tuning run's kernel accepted on average fewer than half of its
         proposals (:func:`final_transitions`; on the discrete switchpoint model IMH's fixed
         replayed proposal accepts 5–60 %, and one transition per level left final weights
-        with an ESS of 3–7 % and an MCSE of 0.14 nat; docs/validation.md).
+        with an ESS of 3–7 % and an MCSE of 0.14 nat; benchmarks/reports/validation.md).
     replay_kernel : bool, default True
         The final run re-uses the tuning run's kernel parameters (step size, mass matrix or
         proposal covariance, looked up by τ) instead of tuning them on its own particles.

@@ -2,7 +2,7 @@
 
 PyTensor's JAX linker turns a graph into a Python function that ``jax.jit`` compiles once per
 input shape, and it hands the data to XLA in two costly ways (measured on a logistic
-regression with 10⁶ rows and d = 20, ``benchmarks/bench_jax_data.py``, docs/benchmarks.md):
+regression with 10⁶ rows and d = 20, ``benchmarks/bench_jax_data.py``, benchmarks/reports/benchmarks.md):
 
 * a **constant** of the graph (PyMC makes ``observed=`` NumPy arrays constants, and a design
   matrix passed as a NumPy array is one) is closed over, and XLA compiles it into every

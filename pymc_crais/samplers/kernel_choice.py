@@ -12,7 +12,7 @@ no options works on every model:
 * tempered sampling (RTS: particles at every level of the ladder at once) takes random-walk
   Metropolis, whose scale is adapted per level; IMH has one proposal for all levels, fitted
   to the whole population, and missed the exact ``log Z`` of both discrete test models by
-  6 and 50 MCSE (benchmarks/bench_discrete_kernel.py, docs/validation.md).
+  6 and 50 MCSE (benchmarks/bench_discrete_kernel.py, benchmarks/reports/validation.md).
 
 SMC (``sample_smc``, which resamples its particles to each stage's target) takes, on every
 continuous model, ``"hmc_final_imh"`` (:class:`~pymc_crais.core.kernels.FinalIMH`): HMC
@@ -22,7 +22,7 @@ transition accepts under 29 % of its proposals, HMC after that. ``log Z`` is HMC
 bit (all 33 suite cases); on the Pima-sized regressions of the suite the sampling call
 takes 40–60 % of HMC's time (``pima_sd5`` 1.63 → 0.70 s, 80 k → 32 k evaluations), at
 d ≥ 31 up to 13 % more; the posterior draws agree with HMC's as closely as two HMC runs
-with different seeds do (``benchmarks/final_stage_imh.py``, docs/benchmarks.md, "SMC's
+with different seeds do (``benchmarks/final_stage_imh.py``, benchmarks/reports/benchmarks.md, "SMC's
 last-stage moves").
 
 That includes funnels (a centred hierarchical model, where the Laplace fit of
@@ -36,7 +36,7 @@ HMC is the more accurate of the two on the suite's three such cases (seeds 11–
 0.1 nat or warned, against 0.064, 2 runs beyond 0.1 nat and 6 warned for independence
 moves (``pm.sample_smc``: 0.091, 3 runs beyond 0.1 nat), at 4.5× the model evaluations;
 on centred funnels with 30 and 60 groups outside the suite errors of 0.04–0.09 nat
-(docs/validation.md, "Funnels: independence moves in SMC").
+(benchmarks/reports/validation.md, "Funnels: independence moves in SMC").
 
 What was chosen, and why, goes into the output's attributes.
 """

@@ -154,7 +154,7 @@ def sample_mcd(
     Most of the cost is training. On small PyMC models (validation cases with d ≤ 10) its
     defaults spent about 10 million model evaluations per run, 85 to 300 times
     :func:`pymc_crais.sample_smc`'s defaults for an error of the same size, and at equal
-    evaluations ``sample_smc`` had a 4 to 11 times smaller MCSE (docs/benchmarks.md, "When
+    evaluations ``sample_smc`` had a 4 to 11 times smaller MCSE (benchmarks/reports/benchmarks.md, "When
     does it pay on PyMC models?"). Learned backward kernels pay on long, high-dimensional
     unadjusted chains, not on such posteriors.
 

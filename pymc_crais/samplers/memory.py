@@ -35,14 +35,14 @@ BYTES_PER_ELEMENT = 32
 """Bytes a particle is assumed to need per observed element in a batched call with
 gradients (C and Numba backends): four float64 arrays of the data's size alive at once.
 Measured on a logistic regression (``benchmarks/bench_bigdata.py --memory``,
-docs/benchmarks.md): the peak RSS of one Numba call grows by 8.0 bytes per particle and row
+benchmarks/reports/benchmarks.md): the peak RSS of one Numba call grows by 8.0 bytes per particle and row
 (PyTensor fuses the elementwise terms, so one ``(N, n)`` array is alive); four times that
 leaves room for models whose graphs keep more data-sized temporaries."""
 
 BYTES_PER_ELEMENT_JAX = 192
 """The same for the JAX backend, whose call keeps more temporaries: one call grew the peak
 RSS by 45–53 bytes per particle and row (CPU JAX, 33 to 500 particles on 2·10⁴ and 10⁵ rows,
-docs/benchmarks.md; XLA keeps five ``(N, n)`` float64 buffers of the logistic regression's
+benchmarks/reports/benchmarks.md; XLA keeps five ``(N, n)`` float64 buffers of the logistic regression's
 gradient graph, two of them broadcast constants); four times 48 (their mean is 48.9), the
 margin of :data:`BYTES_PER_ELEMENT` (four times 8). With half of that (96) a whole JAX run at 10⁶ rows peaked at
 1171 MiB under the default 1 GiB budget, the call's blocks holding half the budget; with 192,

@@ -114,7 +114,7 @@ def single_threaded_blas(fn):
     """Run a sampler with BLAS/OpenMP limited to one thread in this process, as in the
     worker processes. The batched calls are many small matrix products, for which extra
     BLAS threads only add synchronisation: on 2 cores a Sonar CR-AIS run took 4x longer
-    with the default thread pool (docs/benchmarks.md). It also makes ``cores=1`` and
+    with the default thread pool (benchmarks/reports/benchmarks.md). It also makes ``cores=1`` and
     ``cores=2`` run the same arithmetic."""
 
     @functools.wraps(fn)

@@ -6,7 +6,7 @@
 >>> [c.name for c in cases(tier="applied")]  # models as users write them (applied_models)
 
 ``python benchmarks/validate.py`` runs every public sampler on the suite; see
-``docs/validation.md``.
+``benchmarks/reports/validation.md``.
 """
 
 from .cases import CASES, QUICK, Case, CaseInstance, cases, get_case, load_references

@@ -118,8 +118,14 @@ def _kl_geometric_gaussian(tau, d, m, s):
     return 0.5 * np.sum(v / s**2 + (m - mean) ** 2 / s**2 - 1.0 + np.log(s**2 / v))
 
 
+@pytest.mark.slow
 def test_constant_rate_gives_constant_kl_decrease():
-    """Appendix C check: on the geometric path each CR step lowers KL(γ_τ‖π) by ≈ δ."""
+    """Appendix C check: on the geometric path each CR step lowers KL(γ_τ‖π) by ≈ δ.
+
+    Slow (4000 particles, over 50 steps, so that each step's drop is measured to 0.35 δ); the
+    default suite checks the rule's calibration end to end in
+    ``tests/test_crais.py::test_auto_delta_uses_kl_of_prior_to_posterior`` (δ · steps equals
+    KL(q0‖π) within 15 %)."""
     d = 3
     dens, m, s = _gaussian_problem(d)
     delta = 0.05
@@ -146,7 +152,8 @@ def test_narrow_target_gets_longer_schedule():
         rng = np.random.default_rng(1)
         return anneal(rng, dens, rng.standard_normal((1000, 2)), make_path(0.0), ConstantRateSchedule(0.5), make_kernel("hmc"))
 
-    wide, narrow = run(0.5), run(0.05)
+    # s = 0.2 takes about 100 steps against 17 (s = 0.05 took about 1600, 95 % of the time)
+    wide, narrow = run(0.5), run(0.2)
     assert narrow.n_stages > 1.5 * wide.n_stages
 
 

@@ -231,21 +231,25 @@ def test_one_blas_thread_is_shared_by_overlapping_callers():
     """Two samplers in threads: A enters, B enters, A leaves (B still runs with one BLAS
     thread), B leaves (the original limits are back). Separate threadpool_limits contexts
     would have restored A's original limits under B, then left 1 thread set for good."""
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from pymc_crais.samplers.runner import one_blas_thread
 
     def threads():
         return [i["num_threads"] for i in threadpool_info()]
 
-    before = threads()
-    a, b = one_blas_thread(), one_blas_thread()
-    a.__enter__()
-    b.__enter__()
-    a.__exit__(None, None, None)
-    assert all(n == 1 for n in threads())
-    b.__exit__(None, None, None)
-    assert threads() == before
+    # the test session runs with one BLAS thread (tests/conftest.py): start from two, so
+    # that a limit left behind shows
+    with threadpool_limits(limits=2):
+        before = threads()
+        assert any(n > 1 for n in before)
+        a, b = one_blas_thread(), one_blas_thread()
+        a.__enter__()
+        b.__enter__()
+        a.__exit__(None, None, None)
+        assert all(n == 1 for n in threads())
+        b.__exit__(None, None, None)
+        assert threads() == before
 
 
 
