@@ -246,6 +246,8 @@ def compare(results: dict, *, check_data: bool = True, n_draws: int = 20000, ran
     if not np.all(np.isfinite(mcse)):  # an unknown error leaves every probability undetermined
         lo, hi = np.full_like(lo, np.nan), np.full_like(hi, np.nan)
     prob_best = np.bincount(np.argmax(draws, axis=1), minlength=log_z.size) / draws.shape[0]
+    if not np.all(np.isfinite(mcse)):
+        prob_best = np.full(log_z.size, np.nan)
     columns = {
         "log_z": log_z,
         "mcse": mcse,

@@ -53,7 +53,12 @@ class Diagnosis:
             err = f"± {self.mcse:.3g} (MCSE)" if np.isfinite(self.mcse) else "(no MCSE claimed)"
             lines.append(f"log Z = {self.log_z:.4f} {err}")
         if not np.isnan(self.pareto_k_pooled):
-            lines.append(f"Pareto k̂ of the pooled final weights: {self.pareto_k_pooled:.2f}")
+            which = (
+                "the largest chain's final weights"
+                if self.source == "pymc_crais kernel"
+                else "the pooled final weights"
+            )
+            lines.append(f"Pareto k̂ of {which}: {self.pareto_k_pooled:.2f}")
         if self.start:
             lines.append(self.start)
         with pd.option_context("display.width", 120, "display.max_columns", 20):
@@ -63,7 +68,9 @@ class Diagnosis:
             f"  {c}: {COLUMN_MEANINGS[c]}" for c in self.table.columns if c in COLUMN_MEANINGS
         )
         lines.extend(f"note: {n}" for n in self.notes)
-        if self.ok:
+        if self.ok and self.source == "pm.sample_smc":
+            lines.append("No check failed, but most could not run on this result (see the note).")
+        elif self.ok:
             lines.append("All checks passed: no sign that log Z or its error bar is unreliable.")
         else:
             lines.append("UNRELIABLE: " + ", ".join(self.flags))

@@ -262,7 +262,8 @@ def pooled_khat_of(view) -> float:
             )
         )
     ks = np.array([cs.get("pareto_k_final", np.nan) for cs in view.chain_stats], dtype=float)
-    return float(np.nanmax(ks)) if np.isfinite(ks).any() else float("nan")
+    # inf (one weight dominates) counts; only NaN (not measured) is skipped
+    return float(np.nanmax(ks)) if (~np.isnan(ks)).any() else float("nan")
 
 
 def problems_of(view, rows: list[dict] | None = None) -> list[Problem]:

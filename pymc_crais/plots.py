@@ -47,7 +47,8 @@ def _schedule_rows(idata, tune: bool, name) -> list[np.ndarray]:
             raise ValueError("tune=True needs a CR-AIS result (sample_stats.tune_tau is missing)")
         rows = [np.asarray(stats["tune_tau"].values, dtype=np.float64).ravel()]
     else:
-        _stats(idata, "plot_schedule")  # a TypeError naming the function for a non-result
+        if not hasattr(idata, "chain_stats"):  # a SamplerResult has no sample_stats group
+            _stats(idata, "plot_schedule")  # a TypeError naming the function for a non-result
         view = read_result(idata, name=name)
         if not all("tau" in cs for cs in view.chain_stats):
             where = f"result {name!r}" if name is not None else "the result"

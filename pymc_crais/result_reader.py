@@ -95,7 +95,7 @@ def read_result(result, *, name: str | None = None) -> ResultView:
 
     Parameters
     ----------
-    result : xarray.DataTree, arviz InferenceData or SamplerResult
+    result : xarray.DataTree or SamplerResult
     name : str, optional
         How to call the result in error messages (e.g. its key in :func:`compare`).
 
@@ -128,8 +128,12 @@ def read_result(result, *, name: str | None = None) -> ResultView:
     lml = stats["log_marginal_likelihood"]
     if "pymc_crais_kernel" in attrs:
         return _read_pymc_layout(stats, attrs, "pymc_crais kernel", label)
+    # PyMC's layout records "beta" per stage; ours "tau" and "n_stages" (also when the
+    # attributes were lost on the way)
+    pymc_layout = "beta" in stats and "n_stages" not in stats
     ours = attrs.get("inference_library") == "pymc_crais" or (
         attrs.get("inference_library") != "pymc"
+        and not pymc_layout
         and lml.dtype != object
         and lml.dims == ("chain",)
         and "log_marginal_likelihood_mcse" in stats

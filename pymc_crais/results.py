@@ -38,6 +38,7 @@ from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning, user_
 
 __all__ = [
     "ChainDisagreementWarning",
+    "netcdf_attr",
     "build_datatree",
     "log_marginal_likelihood",
     "pad_stages",
@@ -55,7 +56,7 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-def _netcdf_attr(value):
+def netcdf_attr(value):
     """Coerce an attribute to a type netCDF can store (str, number, numeric array)."""
     if value is None:
         return "None"
@@ -78,7 +79,7 @@ def _attrs(extra: dict | None) -> dict:
         "pymc_version": _version("pymc"),
     }
     for k, v in (extra or {}).items():
-        attrs[k] = _netcdf_attr(v)
+        attrs[k] = netcdf_attr(v)
     return attrs
 
 
@@ -268,8 +269,8 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             khat = pooled_pareto_khat([cs["log_weights"] for cs in view.chain_stats], values)
         elif not np.isfinite(khat) and view.source == "pymc_crais kernel":
             # the kernels keep each chain's k̂, not its weights: the largest stands in
-            ks = [cs.get("pareto_k_final", np.nan) for cs in view.chain_stats]
-            khat = float(np.nanmax(ks)) if np.isfinite(ks).any() else np.nan
+            ks = np.array([cs.get("pareto_k_final", np.nan) for cs in view.chain_stats], float)
+            khat = float(np.nanmax(ks)) if (~np.isnan(ks)).any() else np.nan  # inf counts
         factor = np.full(values.size, float(heavy_tail_factor(khat)))
     value, mcse, details = combine_chain_estimates(values, within, factor)
     spread = float(np.ptp(values)) if values.size >= 2 else 0.0

@@ -238,3 +238,13 @@ def test_progressbar_through_worker_processes_reports_every_chain(capfd):
     err = capfd.readouterr().err
     lines = [ln for ln in err.splitlines() if "pymc_crais: AIS chain" in ln]
     assert len(lines) == 2, err
+
+
+def test_plot_schedule_reads_a_sampler_result():
+    """return_inferencedata=False gives a SamplerResult: read like a DataTree."""
+    case = exact_models.normal_mean()
+    raw = pmc.sample_ais(model=case.model, draws=50, n_steps=5, chains=1, cores=1,
+                         random_seed=1, progressbar=False, return_inferencedata=False)
+    ax = pmc.plot_schedule(raw)
+    (line,) = [ln for ln in ax.lines if ln.get_xdata().size > 2]
+    np.testing.assert_allclose(line.get_ydata()[[0, -1]], [0.0, 1.0])

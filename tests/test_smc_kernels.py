@@ -169,3 +169,37 @@ def test_a_drop_in_chain_is_a_chain_of_our_sampler():
     ours = run_anneal_chain(plan.task(0, np.random.default_rng(9)))
     assert kernel.log_marginal_likelihood == ours.log_marginal_likelihood
     np.testing.assert_array_equal(kernel.tempered_posterior, ours.x)
+
+
+def test_drop_in_result_round_trips_through_netcdf(drop_in_runs, tmp_path):
+    """The kernels' settings are stored as netCDF-compatible attributes (bools as ints)."""
+    import arviz as az
+
+    idata = drop_in_runs["CRAIS"]  # every chain ran the same fixed schedule: not ragged
+    path = tmp_path / "crais.nc"
+    idata.to_netcdf(path)
+    back = az.from_netcdf(path)
+    assert pmc.log_marginal_likelihood(back) == pmc.log_marginal_likelihood(idata)
+    assert pmc.diagnose(back).flags == pmc.diagnose(idata).flags
+
+
+def test_degenerate_final_weights_of_a_drop_in_are_flagged(drop_in_runs):
+    """A chain whose final weights are one particle has k̂ = inf: still flagged pareto_k."""
+    import xarray as xr
+
+    idata = drop_in_runs["CRAIS"]
+    st = idata["sample_stats"].to_dataset()
+    khat = st["pareto_k_final"].values.copy()
+    for c in range(khat.shape[0]):
+        row = list(np.asarray(khat[c], dtype=float))
+        row[-1] = np.inf
+        khat[c] = row
+    bad = xr.DataTree.from_dict({"sample_stats": st.assign(pareto_k_final=(st["pareto_k_final"].dims, khat))})
+    assert "pareto_k" in pmc.diagnose(bad).flags
+    with pytest.warns(pmc.UnreliableEvidenceWarning, match="pareto_k"):
+        pmc.log_marginal_likelihood(bad)
+
+
+def test_drop_in_refuses_an_executor(regression):
+    with regression.model, pytest.raises(TypeError, match="pmc.sample_smc\\(executor"):
+        pm.sample_smc(draws=50, kernel=pmc.BatchedSMC, chains=1, executor=object(), **PM)

@@ -85,6 +85,22 @@ _BLAS_LOCK = threading.Lock()
 _BLAS_USERS = [0, None]  # how many callers are inside, and the limiter they share
 
 
+_CONTROLLER: list = [None, -1]  # threadpoolctl's controller, and len(sys.modules) when made
+
+
+def _blas_controller():
+    """One ``ThreadpoolController`` per process, made again only after new imports (which
+    may load another BLAS): making one scans the loaded libraries (up to a few ms), and the
+    ``pm.sample_smc`` kernels enter :func:`one_blas_thread` at every stage."""
+    import sys
+
+    from threadpoolctl import ThreadpoolController
+
+    if _CONTROLLER[0] is None or _CONTROLLER[1] != len(sys.modules):
+        _CONTROLLER[0], _CONTROLLER[1] = ThreadpoolController(), len(sys.modules)
+    return _CONTROLLER[0]
+
+
 @contextlib.contextmanager
 def one_blas_thread():
     """BLAS/OpenMP limited to one thread while any caller of this process is inside.
@@ -94,11 +110,9 @@ def one_blas_thread():
     original limits. (Separate ``threadpool_limits`` contexts in two threads would restore
     each other's limits while the other still runs.)
     """
-    from threadpoolctl import threadpool_limits
-
     with _BLAS_LOCK:
         if _BLAS_USERS[0] == 0:
-            _BLAS_USERS[1] = threadpool_limits(limits=1)
+            _BLAS_USERS[1] = _blas_controller().limit(limits=1)
         _BLAS_USERS[0] += 1
     try:
         yield

@@ -53,7 +53,16 @@ DROP_IN_FINAL_STATS = (
 )
 """Per-chain statistics a drop-in kernel reports at its last stage only (NaN before)."""
 
-_DRIVER_OWNED = ("chains", "cores", "random_seed", "progressbar", "return_inferencedata")
+_DRIVER_OWNED = (
+    "chains",
+    "cores",
+    "random_seed",
+    "progressbar",
+    "return_inferencedata",
+    "idata_kwargs",
+    "mp_ctx",
+    "executor",
+)
 
 
 class _PlannedKernel(SMC_KERNEL):
@@ -87,6 +96,11 @@ class _PlannedKernel(SMC_KERNEL):
 
         name = type(self).__name__
         for key in _DRIVER_OWNED:
+            if key == "executor" and key in options:
+                raise TypeError(
+                    f"{name}: pm.sample_smc runs the chains itself, so executor= has no effect "
+                    "here; use pmc.sample_smc(executor=...) to run chains on an executor"
+                )
             if key in options:
                 raise TypeError(
                     f"{name}: {key}= is pm.sample_smc's own argument; pass it to pm.sample_smc"
@@ -124,11 +138,11 @@ class _PlannedKernel(SMC_KERNEL):
                 self._plan: AnnealPlan = self._make_plan(threshold, arguments)
             except TypeError as err:
                 raise TypeError(f"{name}: {err}") from None
-        self._settings = {
-            "pymc_crais_kernel": name,
-            **self._plan.attrs,
-            **{k: v for k, v in self._plan.extra.items() if not isinstance(v, tuple)},
-        }
+        from ..results import netcdf_attr
+
+        settings = {"pymc_crais_kernel": name, **self._plan.attrs}
+        # PyMC writes them as sample_stats attributes: types netCDF can store, as ours
+        self._settings = {k: netcdf_attr(v) for k, v in settings.items()}
         self.rng = np.random.default_rng(random_seed)
         self._reset_state()
         self._stages = None
