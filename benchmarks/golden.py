@@ -1,7 +1,9 @@
 """Bit-identity check: fingerprints of small, seeded runs of every sampler configuration.
 
 Refactors must not change results. ``benchmarks/golden-reference.json`` holds the fingerprints
-of the code as it landed (2026-11-23); compare a change with it, or with your own ``--write``
+of the code as it landed (re-taken 2026-11-26: the pm.sample_smc kernels redesigned, and the
+prior sampler and posterior mapping compiled without code generation, which moved the last bit
+of some transformed posterior draws); compare a change with it, or with your own ``--write``
 taken before the change:
 
     python benchmarks/golden.py --write benchmarks/out/golden-before.json
