@@ -43,7 +43,7 @@ from .weights import (
 
 __all__ = ["RESAMPLE_POLICIES", "AnnealOptions", "AnnealResult", "MaxStepsWarning"]
 __all__ += ["ParamsByTau", "StageView", "WeightsVanishedError", "anneal", "anneal_stages"]
-__all__ += ["mean_correlation"]
+__all__ += ["drive_stages", "mean_correlation"]
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,13 @@ def anneal(
         options = AnnealOptions.from_settings(**settings)
     elif settings:
         raise TypeError(f"pass either options or keyword settings, not both (got {sorted(settings)})")
-    stages = anneal_stages(rng, density, x0, path, schedule, kernel, options)
+    return drive_stages(anneal_stages(rng, density, x0, path, schedule, kernel, options), callback)
+
+
+def drive_stages(stages: Generator, callback: Callable | None = None):
+    """Run a stage generator (:func:`anneal_stages`, or one that delegates to it) to its
+    end, calling ``callback(stage, tau, ess, acceptance_rate)`` after each stage; returns
+    what the generator returns."""
     while True:
         try:
             stage = next(stages)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..chain_result import ChainResult
-from ..core.anneal import AnnealOptions, AnnealResult, StageView, anneal_stages
+from ..core.anneal import AnnealOptions, AnnealResult, StageView, anneal_stages, drive_stages
 from ..core.kernels import MutationKernel
 from ..core.resampling import systematic
 from ..core.schedules import Schedule
@@ -57,15 +57,7 @@ class AnnealTask:
 
 def run_anneal_chain(task: AnnealTask) -> ChainResult:
     """Anneal one chain; plain NumPy output (picklable, small)."""
-    stages = iter_anneal_chain(task)
-    report = stage_callback(task.chain)
-    while True:
-        try:
-            stage = next(stages)
-        except StopIteration as done:
-            return done.value
-        if report is not None:
-            report(stage.index, stage.tau, stage.ess, stage.acceptance_rate)
+    return drive_stages(iter_anneal_chain(task), stage_callback(task.chain))
 
 
 def iter_anneal_chain(task: AnnealTask) -> Generator[StageView, None, ChainResult]:
