@@ -203,3 +203,13 @@ def test_degenerate_final_weights_of_a_drop_in_are_flagged(drop_in_runs):
 def test_drop_in_refuses_an_executor(regression):
     with regression.model, pytest.raises(TypeError, match="pmc.sample_smc\\(executor"):
         pm.sample_smc(draws=50, kernel=pmc.BatchedSMC, chains=1, executor=object(), **PM)
+
+
+def test_drop_in_with_pymc_defaults_as_written():
+    """The call a user writes: only the kernel (and a seed); PyMC's own defaults for chains,
+    cores (worker processes), the progress bar and its convergence checks."""
+    case = em.normal_mean()
+    with case.model:
+        idata = pm.sample_smc(draws=200, kernel=pmc.CRAIS, random_seed=3)
+    value, mcse = pmc.log_marginal_likelihood(idata)
+    assert abs(value - case.log_z) <= 4 * mcse + 0.02, (value, mcse, case.log_z)
