@@ -246,7 +246,7 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     particle) from independent runs, so those ESS values count copies and R-hat only says
     whether the chains' resampled populations look alike.
     """
-    from .diagnostics import chain_agreement, heavy_tail_factor, pooled_pareto_khat
+    from .diagnostics import chain_agreement, heavy_tail_factor, pooled_khat_of
     from .result_reader import MIN_CHAINS_BETWEEN, read_result
 
     if idata is None or isinstance(idata, str | bytes | int | float):
@@ -264,13 +264,7 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     within = factor = None
     if view.mcse is not None:
         within = view.mcse**2
-        khat = float(view.attrs.get("pareto_k_pooled", np.nan))
-        if not np.isfinite(khat) and view.has_weights:
-            khat = pooled_pareto_khat([cs["log_weights"] for cs in view.chain_stats], values)
-        elif not np.isfinite(khat) and view.source == "pymc_crais kernel":
-            # the kernels keep each chain's k̂, not its weights: the largest stands in
-            ks = np.array([cs.get("pareto_k_final", np.nan) for cs in view.chain_stats], float)
-            khat = float(np.nanmax(ks)) if (~np.isnan(ks)).any() else np.nan  # inf counts
+        khat = pooled_khat_of(view)  # stored, from the weights, or the chains' largest
         factor = np.full(values.size, float(heavy_tail_factor(khat)))
     value, mcse, details = combine_chain_estimates(values, within, factor)
     spread = float(np.ptp(values)) if values.size >= 2 else 0.0

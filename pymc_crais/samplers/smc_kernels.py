@@ -69,6 +69,7 @@ class _PlannedKernel(SMC_KERNEL):
     """One of our samplers' runs, its chains driven stage by stage by ``pm.sample_smc``."""
 
     label = ""
+    threshold_refusal = ""  # why a kernel refuses PyMC's threshold= (empty: it uses it)
     stats_dtypes_shapes: dict = {  # noqa: RUF012 (PyMC's class attribute)
         "log_marginal_likelihood": (float, []),
         "beta": (float, []),
@@ -133,9 +134,13 @@ class _PlannedKernel(SMC_KERNEL):
             kernel=mutation,
             kernel_kwargs=mutation_kwargs,
         )
+        if threshold is not None:
+            if self.threshold_refusal:
+                raise TypeError(f"{name}: threshold= is the ESS rule's; {self.threshold_refusal}")
+            arguments["threshold"] = threshold
         with one_blas_thread(), explain_model_errors(model):
             try:
-                self._plan: AnnealPlan = self._make_plan(threshold, arguments)
+                self._plan: AnnealPlan = self._make_plan(arguments)
             except TypeError as err:
                 raise TypeError(f"{name}: {err}") from None
         from ..results import netcdf_attr
@@ -149,7 +154,7 @@ class _PlannedKernel(SMC_KERNEL):
         self._stage = None
         self._final: ChainResult | None = None
 
-    def _make_plan(self, threshold, arguments: dict) -> AnnealPlan:
+    def _make_plan(self, arguments: dict) -> AnnealPlan:
         raise NotImplementedError
 
     # --- PyMC's driver ------------------------------------------------------------------
@@ -265,12 +270,11 @@ class BatchedSMC(_PlannedKernel):
     """
 
     label = "SMC"
+    threshold_refusal = ""  # PyMC's threshold is this kernel's ESS fraction
 
-    def _make_plan(self, threshold, arguments):
+    def _make_plan(self, arguments):
         from .smc import plan_smc
 
-        if threshold is not None:
-            arguments["threshold"] = threshold
         return plan_smc(**arguments)
 
 
@@ -292,15 +296,11 @@ class CRSMC(_PlannedKernel):
     """
 
     label = "CR-SMC"
+    threshold_refusal = "CRSMC picks each beta by a constant rate (delta=, or n_steps=)"
 
-    def _make_plan(self, threshold, arguments):
+    def _make_plan(self, arguments):
         from .smc import plan_smc
 
-        if threshold is not None:
-            raise TypeError(
-                "threshold= is the ESS rule's; CRSMC picks each beta by a constant rate "
-                "(delta=, or n_steps= for its target length)"
-            )
         if arguments.get("schedule", "constant_rate") != "constant_rate":
             raise TypeError("CRSMC's schedule is 'constant_rate'; use BatchedSMC for others")
         arguments["schedule"] = "constant_rate"
@@ -328,13 +328,9 @@ class CRAIS(_PlannedKernel):
     """
 
     label = "CR-AIS"
+    threshold_refusal = "CRAIS anneals on a tuned constant-rate schedule (n_steps=, delta=)"
 
-    def _make_plan(self, threshold, arguments):
+    def _make_plan(self, arguments):
         from .crais import plan_crais
 
-        if threshold is not None:
-            raise TypeError(
-                "threshold= is the ESS rule's; CRAIS anneals on a tuned constant-rate "
-                "schedule (n_steps=, delta=)"
-            )
         return plan_crais(**arguments)
