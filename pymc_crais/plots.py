@@ -44,7 +44,10 @@ def _schedule_rows(idata, tune: bool, name) -> list[np.ndarray]:
     if tune:
         stats = _stats(idata, "plot_schedule")
         if "tune_tau" not in stats:
-            raise ValueError("tune=True needs a CR-AIS result (sample_stats.tune_tau is missing)")
+            why = "it is not a CR-AIS result"
+            if stats.attrs.get("schedule") == "one_step":
+                why = "this CR-AIS run made no tuning run (its start met target_mcse in one step)"
+            raise ValueError(f"tune=True needs a CR-AIS tuning run (sample_stats.tune_tau): {why}")
         rows = [np.asarray(stats["tune_tau"].values, dtype=np.float64).ravel()]
     else:
         if not hasattr(idata, "chain_stats"):  # a SamplerResult has no sample_stats group

@@ -40,7 +40,10 @@ _FAST_ALPHAS = {("normal_mean", -0.5), ("normal_mean", 0.0), ("beta_binomial", 1
 )
 def test_crais_exact_evidence_over_alpha(builder, alpha, extra):
     case = builder()
-    idata = pmc.sample_crais(draws=1000, alpha=alpha, random_seed=11, model=case.model, **QUICK, **extra)
+    # n_steps given: the path's own annealing is under test, not the choice of its length
+    idata = pmc.sample_crais(
+        draws=1000, alpha=alpha, n_steps=200, random_seed=11, model=case.model, **QUICK, **extra
+    )
     _check(idata, case.log_z, 0.06)
     attrs = idata.sample_stats.attrs
     assert attrs["method"] == "crais" and attrs["alpha"] == alpha
@@ -307,3 +310,42 @@ def test_capped_auto_tuning_falls_back_to_a_linear_schedule():
     ok = pmc.sample_crais(draws=200, n_steps=20, random_seed=3, model=case.model, **QUICK)
     assert ok.sample_stats.attrs["schedule"] == "constant_rate"
     assert ok.sample_stats.attrs["schedule_fallback"] == ""
+
+
+def test_auto_length_one_step_when_the_start_meets_the_target():
+    """n_steps="auto": a Laplace start whose weights already meet target_mcse is the final
+    run (importance sampling, one step), with no pilot and no tuning run."""
+    case = em.linear_regression()
+    idata = pmc.sample_crais(random_seed=1, model=case.model, **QUICK)
+    a = idata.sample_stats.attrs
+    assert a["schedule"] == "one_step" and a["n_steps"] == 1 and a["n_logp_evals_tune"] == 0
+    assert int(idata.sample_stats.n_stages[0]) == 1 and a["start_pareto_k"] <= 0.5
+    log_z, mcse = pmc.log_marginal_likelihood(idata)
+    assert a["predicted_mcse"] <= a["target_mcse"] == 0.02
+    assert mcse <= 1.5 * a["predicted_mcse"]
+    _check(idata, case.log_z, 0.02)
+
+
+def test_auto_length_from_the_tuning_run():
+    """A target the start misses: the tuning run's relative variance and the start's are
+    interpolated, and the fewest steps predicted to meet the target are run; the achieved
+    error is near the prediction."""
+    case = em.normal_mean()
+    idata = pmc.sample_crais(random_seed=1, model=case.model, target_mcse=0.004, **QUICK)
+    a = idata.sample_stats.attrs
+    assert a["schedule"] == "constant_rate" and 1 < a["n_steps"] < 200
+    assert np.isfinite(a["tune_relative_variance"]) and a["predicted_mcse"] <= 0.004
+    log_z, mcse = pmc.log_marginal_likelihood(idata)
+    assert 0.5 * a["predicted_mcse"] <= mcse <= 2 * a["predicted_mcse"]
+    _check(idata, case.log_z, 0.01)
+    # an unreachable target runs the longest schedule and says so
+    idata = pmc.sample_crais(random_seed=1, model=case.model, target_mcse=1e-4, **QUICK)
+    a = idata.sample_stats.attrs
+    assert a["n_steps"] == 200 and "out of reach" in a["length_reason"]
+
+
+def test_auto_length_rejects_a_bad_target():
+    case = em.normal_mean()
+    for bad in (0, -1.0, "auto", float("nan")):
+        with pytest.raises(ValueError, match="target_mcse"):
+            pmc.sample_crais(model=case.model, target_mcse=bad, **QUICK)

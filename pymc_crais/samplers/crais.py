@@ -11,13 +11,17 @@ import math
 import time
 import warnings
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.adaptive import ConstantRateSchedule
 from ..core.anneal import ParamsByTau
 from ..core.paths import make_path
 from ..core.rate_reference import reference_rate_for_steps
+from ..core.run_length import LengthPoint, choose_length, predicted_mcse, relative_variance
 from ..core.schedules import FixedSchedule, interpolate_schedule
+from ..tail_stats import pareto_khat
 from ..warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
 from .options import RunOptions, check_int, check_rate, is_auto
@@ -31,7 +35,17 @@ __all__ += ["sample_crais"]
 FINAL_ACCEPTANCE = 0.5
 MAX_FINAL_FACTOR = 4
 FALLBACK_STEPS = 200
-"""Steps of the linear fallback schedule when ``n_steps=None`` (``sample_ais``'s default)."""
+"""Steps of the linear fallback schedule when ``n_steps`` is not a number (``sample_ais``'s
+default)."""
+AUTO_TUNE_STEPS = 32
+"""Target length of the tuning run under ``n_steps="auto"``."""
+MAX_AUTO_STEPS = 200
+"""The longest final run ``n_steps="auto"`` chooses."""
+START_DRAWS = 1000
+"""Draws of ``q0`` whose importance weights measure the one-step run."""
+START_MAX_KHAT = 0.5
+"""The start's weights count as a measured one-step run only with a Pareto k̂ at most this
+(a finite variance); above it their sample variance says little."""
 
 
 def final_transitions(acceptance, n_mcmc_steps: int) -> int:
@@ -65,12 +79,81 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
     return int(n_mcmc_steps) * int(factor)
 
 
+@dataclass(frozen=True)
+class StartPoint:
+    """The start's importance weights as a run of one step: its measured relative variance
+    (``None`` when its weights are too heavy-tailed to trust, k̂ above
+    :data:`START_MAX_KHAT`) and the attributes that record it."""
+
+    point: LengthPoint | None
+    attrs: dict
+
+
+def start_length_point(setup) -> StartPoint:
+    """Measure ``q0``'s importance weights against the target on run-level draws.
+
+    ``min(max(draws, 256), START_DRAWS)`` draws from ``q0``, from a child of the run-level
+    generator (so the pilot's and tuning run's streams are those of a run without it), and
+    their log-weights ``Δ``: the one-step run, whatever the path (every path starts at
+    ``q0`` and ends at the target).
+    """
+    rng = setup.aux_rng.spawn(1)[0]
+    n = min(max(setup.draws, 256), START_DRAWS)
+    before = setup.density.n_evals
+    log_w = setup.density.evaluate(setup.draw(rng, n), gradient=setup.kernel.needs_gradient).delta
+    r = relative_variance(log_w)
+    khat = pareto_khat(log_w)
+    attrs = {
+        "start_relative_variance": r,
+        "start_pareto_k": khat,
+        "n_logp_evals_start": int(setup.density.n_evals - before),
+    }
+    ok = khat <= START_MAX_KHAT or r <= 1e-12  # equal weights: no tail to fit
+    return StartPoint(LengthPoint(1, r) if ok else None, attrs)
+
+
+def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_start) -> AnnealPlan:
+    """The final run when the start's weights meet the target: importance sampling from
+    ``q0`` (one step, τ: 0 → 1), then the stage's transitions at τ = 1 (after the weights,
+    so tuning the kernel on the particles there leaves the estimate unbiased)."""
+    n_mcmc = setup.options.n_mcmc_steps if is_auto(final_mcmc_steps) else final_mcmc_steps
+    nan = float("nan")
+    attrs.update(
+        {
+            "c": 0.0,
+            "scale_shift": "fixed",
+            "n_logp_evals_pilot": attrs["n_logp_evals_start"],
+            "schedule": "one_step",
+            "schedule_fallback": "",
+            "delta": nan,
+            "delta_mode": "unused",
+            "rate_statistics": "unused",
+            "n_tune_steps": 0,
+            "n_tune_steps_target": 0,
+            "n_tune_attempts": 0,
+            "tune_draws": 0,
+            "tune_log_marginal_likelihood": nan,
+            "tune_hit_max_steps": False,
+            "n_logp_evals_tune": 0,
+            "interpolated": False,
+            "n_steps": 1,
+            "final_mcmc_steps": int(n_mcmc),
+            "replay_kernel": False,
+            "predicted_mcse": mcse,
+            "length_reason": "the start's importance weights are predicted to meet target_mcse",
+        }
+    )
+    task_kwargs = dict(n_mcmc_steps=int(n_mcmc), max_steps=2, kernel_params=None)
+    schedule = FixedSchedule(np.array([0.0, 1.0]), name="one_step")
+    return AnnealPlan(setup, make_path(alpha, 0.0), schedule, "CR-AIS", task_kwargs, attrs, {}, t_start)
+
+
 @single_threaded_blas
 def sample_crais(
     draws: int = 1000,
     alpha: float = 0.0,
     delta="auto",
-    n_steps: int | None = 200,
+    n_steps="auto",
     kernel="auto",
     chains: int | None = None,
     cores: int | None = None,
@@ -89,6 +172,7 @@ def sample_crais(
     min_step: float | None = 0.0,
     max_step: float | None = 0.125,
     v_min: float = 1e-3,
+    target_mcse: float = 0.02,
     max_steps: int = 10_000,
     n_mcmc_steps: int = 1,
     final_mcmc_steps="auto",
@@ -102,6 +186,12 @@ def sample_crais(
 ):
     """Constant-Rate AIS (Goshtasbpour et al., ICML 2023): tune a schedule, then re-run.
 
+    0. **The start's weights** (``n_steps="auto"``, the default): the importance weights of
+       ``min(max(draws, 256), 1000)`` run-level draws of ``q0`` measure the run of one step.
+       When they predict a pooled Monte Carlo error of ``log Ẑ`` at most ``target_mcse``
+       (and their Pareto k̂ is at most 1/2), the final run is that one step — importance
+       sampling from the automatic start, then the transitions at τ = 1 — and steps 1–2
+       are skipped: on a posterior the Laplace start describes well, annealing buys little.
     1. **Pilot** (only when needed): a cheap geometric AIS run with ``min(draws, 256)``
        particles on a 32-step exponential schedule. It fixes the scale shift ``c`` of a
        power-mean path (its ``log Ẑ``) and, for ``delta="auto"``, measures the integral
@@ -112,9 +202,15 @@ def sample_crais(
        ``delta="auto"`` is found on them by bisection.
     2. **Tuning run**: ``tune_draws`` particles annealed with the constant-rate rule: each
        step lowers the α-divergence to the target by about δ. Its schedule is kept.
-    3. **Final run**: per chain, *fresh* particles annealed on that fixed schedule —
-       interpolated to ``n_steps`` steps when ``n_steps`` is given (the schedule's shape is
-       stable across δ) — giving the reported, unbiased-for-``Z`` estimate.
+    3. **Final run**: per chain, *fresh* particles annealed on that fixed schedule,
+       interpolated to ``K`` steps (the schedule's shape is stable across δ), giving the
+       reported, unbiased-for-``Z`` estimate. With ``n_steps="auto"``, ``K`` is the fewest
+       of 1, 2, 3, 4, 6, …, 200 steps whose error is predicted to meet ``target_mcse``: the
+       weights' relative variance ``r`` measured at one step (the start) and at the tuning
+       run's length, interpolated linearly in log–log and extrapolated no faster than
+       ``1/K`` (:mod:`pymc_crais.core.run_length`); 200 when the target is out of reach.
+       The choice is made on run-level particles only, so the final estimate stays unbiased
+       for ``Z``; the reported MCSE is measured on the final run, not predicted.
 
     With ``delta="auto"``, a tuning run that still reaches its cap of ``4·n_tune_steps``
     steps after δ was rescaled has no usable schedule: the rule's steps crawl where the
@@ -137,12 +233,17 @@ def sample_crais(
     delta : float or "auto", default "auto"
         Rate δ > 0 of the tuning run (steps ∝ 1/δ; problem-scale dependent). ``"auto"``
         derives it from the pilot so the tuning run has about ``n_tune_steps`` steps.
-    n_steps : int or None, default 200
-        Steps of the final run (the tuned schedule interpolated); ``None`` re-uses the
-        tuned schedule as it is.
+    n_steps : "auto", int or None, default "auto"
+        Steps of the final run: ``"auto"`` the fewest predicted to meet ``target_mcse``
+        (step 0 and 3 above); a number, the tuned schedule interpolated to that many steps
+        (200 was the default before 2026-11-27); ``None``, the tuned schedule as it is.
+    target_mcse : float, default 0.02
+        With ``n_steps="auto"``: the Monte Carlo error of the pooled ``log Ẑ`` (nats) the
+        final run is sized for. Smaller costs more steps (at most 200); e.g. 0.005 for a
+        Bayes factor between very close models.
     n_tune_steps : int, optional
-        Target length of the tuning run for ``delta="auto"`` (default
-        ``max(32, n_steps // 4)``, or 64 when ``n_steps`` is None).
+        Target length of the tuning run for ``delta="auto"`` (default 32 with
+        ``n_steps="auto"``, else ``max(32, n_steps // 4)``, or 64 when ``n_steps`` is None).
     tune_draws : int, optional
         Particles of the tuning run (default ``draws``).
     variance : {"unweighted", "weighted"}, default "unweighted"
@@ -176,10 +277,14 @@ def sample_crais(
     -------
     xarray.DataTree or SamplerResult
         The final run's output (``log_marginal_likelihood`` per chain, per-stage stats on
-        the final schedule) plus ``tune_tau`` (the tuned schedule, dim ``tune_stage``) and
+        the final schedule) plus ``tune_tau`` (the tuned schedule, dim ``tune_stage``; absent
+        when no tuning run was made) and
         attributes ``delta``, ``n_tune_steps``, ``n_logp_evals_tune``,
-        ``n_logp_evals_pilot``, ``schedule`` (``"constant_rate"``, or ``"linear"`` with the
-        reason in ``schedule_fallback``; empty when the tuned schedule was used).
+        ``n_logp_evals_pilot`` (the start's weights included), ``schedule``
+        (``"constant_rate"``; ``"one_step"`` when the start met the target; ``"linear"``
+        with the reason in ``schedule_fallback``, empty otherwise), and for
+        ``n_steps="auto"`` ``target_mcse``, ``predicted_mcse``, ``start_relative_variance``,
+        ``start_pareto_k``, ``tune_relative_variance`` and ``length_reason``.
         ``n_logp_evals`` counts the final run only.
     """
     return plan_crais(
@@ -204,6 +309,7 @@ def sample_crais(
         min_step=min_step,
         max_step=max_step,
         v_min=v_min,
+        target_mcse=target_mcse,
         max_steps=max_steps,
         n_mcmc_steps=n_mcmc_steps,
         final_mcmc_steps=final_mcmc_steps,
@@ -221,7 +327,7 @@ def plan_crais(
     draws: int = 1000,
     alpha: float = 0.0,
     delta="auto",
-    n_steps: int | None = 200,
+    n_steps="auto",
     kernel="auto",
     chains: int | None = None,
     cores: int | None = None,
@@ -240,6 +346,7 @@ def plan_crais(
     min_step: float | None = 0.0,
     max_step: float | None = 0.125,
     v_min: float = 1e-3,
+    target_mcse: float = 0.02,
     max_steps: int = 10_000,
     n_mcmc_steps: int = 1,
     final_mcmc_steps="auto",
@@ -257,10 +364,20 @@ def plan_crais(
     make_path(alpha, 0.0)
     delta = check_rate(delta)
     auto = is_auto(delta)
-    if n_steps is not None:
-        n_steps = check_int(n_steps, "n_steps", 1, "or n_steps=None to keep the tuned schedule")
+    auto_length = is_auto(n_steps)
+    if auto_length:
+        target_mcse = check_rate(target_mcse, "target_mcse")
+        if is_auto(target_mcse):
+            raise ValueError("target_mcse must be a positive number (nats), e.g. 0.01")
+    elif n_steps is not None:
+        n_steps = check_int(
+            n_steps, "n_steps", 1, 'or n_steps="auto" (from target_mcse), or None to keep the tuned schedule'
+        )
     if n_tune_steps is None:
-        n_tune_steps = max(32, n_steps // 4) if n_steps is not None else 64
+        if auto_length:
+            n_tune_steps = AUTO_TUNE_STEPS
+        else:
+            n_tune_steps = max(32, n_steps // 4) if n_steps is not None else 64
     n_tune_steps = check_int(n_tune_steps, "n_tune_steps", 2, "e.g. n_tune_steps=64")
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
     if not is_auto(final_mcmc_steps):
@@ -280,7 +397,28 @@ def plan_crais(
         "path": make_path(alpha, 0.0).name,
         "alpha": float(alpha),
         **setup.attrs,
+        "n_steps_mode": "auto" if auto_length else "given",
+        "target_mcse": float(target_mcse) if auto_length else float("nan"),
+        "predicted_mcse": float("nan"),
+        "tune_relative_variance": float("nan"),
+        "length_reason": "",
+        "variance": variance,
+        "min_step": float(min_step or 0.0),
+        "max_step": float(max_step if max_step is not None else 1.0),
+        "v_min": float(v_min),
     }
+
+    # 0. n_steps="auto": the start's own importance weights are the run of one step; when
+    # they already meet the target, that is the final run (no pilot, no tuning run)
+    points: list[LengthPoint] = []
+    if auto_length:
+        start = start_length_point(setup)
+        attrs.update(start.attrs)
+        if start.point is not None:
+            points.append(start.point)
+            mcse = predicted_mcse(start.point.r, setup.draws, setup.chains)
+            if mcse <= target_mcse:
+                return _one_step_plan(setup, alpha, attrs, mcse, final_mcmc_steps, t_start)
 
     # 1. pilot: c for α ≠ 0 and the rate integral for delta="auto"
     # (for α ≠ 0 the rule's statistics come from the pilot's stages, pooled: issue 15)
@@ -288,6 +426,7 @@ def plan_crais(
         setup, alpha, scale_shift, attrs, need_rate=auto, need_reference=float(alpha) != 0.0
     )
     c, total = pilot.c, pilot.total
+    attrs["n_logp_evals_pilot"] += attrs.get("n_logp_evals_start", 0)
     path = make_path(alpha, c)
 
     # 2. tuning run; with delta="auto" its length is brought near n_tune_steps (on the
@@ -315,7 +454,7 @@ def plan_crais(
     tuned = tuning.schedule
     fallback = ""
     if auto and tres.hit_max_steps:
-        n_linear = n_steps if n_steps is not None else FALLBACK_STEPS
+        n_linear = n_steps if isinstance(n_steps, int) else FALLBACK_STEPS
         reached = float(tuned[-2])
         fallback = (
             f"the constant-rate tuning run reached its cap of {tuned.size - 1} steps at "
@@ -331,6 +470,19 @@ def plan_crais(
             stacklevel=user_stacklevel(),
         )
         final = np.linspace(0.0, 1.0, n_linear + 1)
+    elif auto_length:
+        points.append(LengthPoint(int(tuned.size - 1), relative_variance(tres.log_weights)))
+        k, mcse = choose_length(points, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS)
+        attrs.update(
+            tune_relative_variance=points[-1].r,
+            predicted_mcse=mcse,
+            length_reason=(
+                f"the fewest steps predicted to meet target_mcse={target_mcse:g}"
+                if mcse <= target_mcse
+                else f"target_mcse={target_mcse:g} is predicted out of reach: the longest run"
+            ),
+        )
+        final = interpolate_schedule(tuned, k)
     else:
         final = tuned if n_steps is None else interpolate_schedule(tuned, n_steps)
     attrs.update(
@@ -339,10 +491,6 @@ def plan_crais(
             "schedule_fallback": fallback,
             "delta": tuning.delta,
             "delta_mode": "auto" if auto else "given",
-            "variance": variance,
-            "min_step": float(min_step or 0.0),
-            "max_step": float(max_step if max_step is not None else 1.0),
-            "v_min": float(v_min),
             "rate_statistics": "pilot_reference" if pilot.reference is not None else "particles",
             "n_tune_steps": int(tuned.size - 1),
             "n_tune_steps_target": int(n_tune_steps),
@@ -351,7 +499,7 @@ def plan_crais(
             "tune_log_marginal_likelihood": tres.log_marginal_likelihood,
             "tune_hit_max_steps": tres.hit_max_steps,
             "n_logp_evals_tune": tuning.n_logp_evals,
-            "interpolated": n_steps is not None and not fallback,
+            "interpolated": (auto_length or n_steps is not None) and not fallback,
             "n_steps": int(final.size - 1),
         }
     )
