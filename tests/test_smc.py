@@ -85,3 +85,20 @@ def test_waste_free_smc_exact_evidence():
     np.testing.assert_array_equal(st["mcmc_steps"].values[0, : n - 1], 9)
 
 
+
+
+def test_cr_smc_default_is_one_stage_when_the_start_meets_the_target():
+    """CR-SMC with n_steps and delta not given: a Laplace start whose importance weights
+    meet target_mcse is one stage (no pilot); a tighter target runs the rate rule."""
+    case = em.linear_regression()
+    kw = dict(draws=500, schedule="constant_rate", random_seed=25, model=case.model, **QUICK)
+    idata = pmc.sample_smc(**kw)
+    a = idata.sample_stats.attrs
+    assert a["schedule"] == "one_step" and int(idata.sample_stats.n_stages[0]) == 1
+    assert a["predicted_mcse"] <= a["target_mcse"] == 0.02
+    assert a["n_logp_evals_pilot"] == a["n_logp_evals_start"] > 0
+    _check(idata, case.log_z, 0.03)
+    tight = pmc.sample_smc(target_mcse=a["predicted_mcse"] / 2, **kw).sample_stats
+    assert tight.attrs["schedule"] == "constant_rate" and int(tight.n_stages[0]) > 1
+    with pytest.raises(TypeError, match="target_mcse"):
+        pmc.sample_smc(target_mcse=0.01, model=case.model, **QUICK)

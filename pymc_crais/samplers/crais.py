@@ -11,8 +11,6 @@ import math
 import time
 import warnings
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..core.adaptive import ConstantRateSchedule
@@ -21,13 +19,19 @@ from ..core.paths import make_path
 from ..core.rate_reference import reference_rate_for_steps
 from ..core.run_length import LengthPoint, choose_length, predicted_mcse, relative_variance
 from ..core.schedules import FixedSchedule, interpolate_schedule
-from ..tail_stats import pareto_khat
 from ..warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import prepare
 from .runner import single_threaded_blas
-from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
+from .tuning import (
+    DEFAULT_TARGET_MCSE,
+    check_target_mcse,
+    constant_rate_tuning,
+    path_pilot,
+    rate_for_steps,
+    start_length_point,
+)
 
 __all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "final_transitions", "plan_crais"]
 __all__ += ["sample_crais"]
@@ -41,11 +45,6 @@ AUTO_TUNE_STEPS = 32
 """Target length of the tuning run under ``n_steps="auto"``."""
 MAX_AUTO_STEPS = 200
 """The longest final run ``n_steps="auto"`` chooses."""
-START_DRAWS = 1000
-"""Draws of ``q0`` whose importance weights measure the one-step run."""
-START_MAX_KHAT = 0.5
-"""The start's weights count as a measured one-step run only with a Pareto k̂ at most this
-(a finite variance); above it their sample variance says little."""
 
 
 def final_transitions(acceptance, n_mcmc_steps: int) -> int:
@@ -77,39 +76,6 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
     if mean > 0:
         factor = min(MAX_FINAL_FACTOR, math.ceil(FINAL_ACCEPTANCE / mean))
     return int(n_mcmc_steps) * int(factor)
-
-
-@dataclass(frozen=True)
-class StartPoint:
-    """The start's importance weights as a run of one step: its measured relative variance
-    (``None`` when its weights are too heavy-tailed to trust, k̂ above
-    :data:`START_MAX_KHAT`) and the attributes that record it."""
-
-    point: LengthPoint | None
-    attrs: dict
-
-
-def start_length_point(setup) -> StartPoint:
-    """Measure ``q0``'s importance weights against the target on run-level draws.
-
-    ``min(max(draws, 256), START_DRAWS)`` draws from ``q0``, from a child of the run-level
-    generator (so the pilot's and tuning run's streams are those of a run without it), and
-    their log-weights ``Δ``: the one-step run, whatever the path (every path starts at
-    ``q0`` and ends at the target).
-    """
-    rng = setup.aux_rng.spawn(1)[0]
-    n = min(max(setup.draws, 256), START_DRAWS)
-    before = setup.density.n_evals
-    log_w = setup.density.evaluate(setup.draw(rng, n), gradient=setup.kernel.needs_gradient).delta
-    r = relative_variance(log_w)
-    khat = pareto_khat(log_w)
-    attrs = {
-        "start_relative_variance": r,
-        "start_pareto_k": khat,
-        "n_logp_evals_start": int(setup.density.n_evals - before),
-    }
-    ok = khat <= START_MAX_KHAT or r <= 1e-12  # equal weights: no tail to fit
-    return StartPoint(LengthPoint(1, r) if ok else None, attrs)
 
 
 def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_start) -> AnnealPlan:
@@ -172,7 +138,7 @@ def sample_crais(
     min_step: float | None = 0.0,
     max_step: float | None = 0.125,
     v_min: float = 1e-3,
-    target_mcse: float = 0.02,
+    target_mcse: float = DEFAULT_TARGET_MCSE,
     max_steps: int = 10_000,
     n_mcmc_steps: int = 1,
     final_mcmc_steps="auto",
@@ -346,7 +312,7 @@ def plan_crais(
     min_step: float | None = 0.0,
     max_step: float | None = 0.125,
     v_min: float = 1e-3,
-    target_mcse: float = 0.02,
+    target_mcse: float = DEFAULT_TARGET_MCSE,
     max_steps: int = 10_000,
     n_mcmc_steps: int = 1,
     final_mcmc_steps="auto",
@@ -366,9 +332,7 @@ def plan_crais(
     auto = is_auto(delta)
     auto_length = is_auto(n_steps)
     if auto_length:
-        target_mcse = check_rate(target_mcse, "target_mcse")
-        if is_auto(target_mcse):
-            raise ValueError("target_mcse must be a positive number (nats), e.g. 0.01")
+        target_mcse = check_target_mcse(target_mcse)
     elif n_steps is not None:
         n_steps = check_int(
             n_steps, "n_steps", 1, 'or n_steps="auto" (from target_mcse), or None to keep the tuned schedule'

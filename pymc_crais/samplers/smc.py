@@ -8,7 +8,8 @@ import numpy as np
 
 from ..core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from ..core.paths import make_path
-from ..core.schedules import FIXED_SCHEDULES, Schedule
+from ..core.run_length import predicted_mcse
+from ..core.schedules import FIXED_SCHEDULES, FixedSchedule, Schedule
 from .anneal_chain import AnnealPlan
 from .options import (
     ADAPTIVE_SCHEDULES,
@@ -21,10 +22,18 @@ from .options import (
 from .path_option import build_path, check_path
 from .pipeline import prepare
 from .runner import single_threaded_blas
-from .tuning import rate_for_steps, scale_shift_pilot
+from .tuning import (
+    DEFAULT_TARGET_MCSE,
+    check_target_mcse,
+    rate_for_steps,
+    scale_shift_pilot,
+    start_length_point,
+)
 
 __all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
 
+DEFAULT_N_STEPS = 100
+"""Stages of a fixed schedule, and CR-SMC's target length, when ``n_steps`` is not given."""
 SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
 WASTE_FREE_LENGTH = 10  # the chain length P of waste_free=True
 
@@ -78,7 +87,13 @@ def sample_smc(
         default 0.5 as PyMC); ``delta`` (CR-SMC rate; default ``"auto"``: from a pilot's
         estimate of the rate integral, so that the run has about ``n_steps`` stages, see
         :func:`pymc_crais.sample_crais`); ``alpha``; ``n_steps`` (fixed schedules, and the
-        target length of CR-SMC with ``delta="auto"``, default 100); ``resample`` (``"always"`` default for ESS/CESS and
+        target length of CR-SMC with ``delta="auto"``, default 100); ``target_mcse``
+        (CR-SMC only, default 0.02 nats: with ``n_steps`` and ``delta`` not given, the
+        importance weights of 1000 run-level draws of the start are measured first, and
+        when they predict a pooled Monte Carlo error of ``log Ẑ`` at most ``target_mcse``
+        the run is one stage, τ: 0 → 1, then its moves — no pilot, no rate rule; else the
+        rule's stages as before; attributes ``start_relative_variance``,
+        ``start_pareto_k``, ``predicted_mcse``); ``resample`` (``"always"`` default for ESS/CESS and
         fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the 0.9-quantile of the coordinates' correlations with the stage's start is
@@ -145,8 +160,16 @@ def plan_smc(
     rho = kw.pop("threshold", 0.5)  # PyMC's name for the ESS ratio of the tempering rule
     alpha = kw.pop("alpha", 0.0)
     delta = kw.pop("delta", "auto")
-    n_steps = kw.pop("n_steps", 100)
+    n_steps = kw.pop("n_steps", None)
     is_cr = isinstance(schedule, str) and schedule == "constant_rate"
+    target_mcse = kw.pop("target_mcse", None)
+    if target_mcse is not None:
+        if not is_cr:
+            raise TypeError(
+                "target_mcse applies to schedule='constant_rate' (CR-SMC) only; the ESS rules "
+                "choose their own stages"
+            )
+        target_mcse = check_target_mcse(target_mcse)
     resample = kw.pop("resample", "ess" if is_cr else "always")
     resample_threshold = kw.pop("resample_threshold", 0.9 if is_cr else 0.5)
     resampler = kw.pop("resampler", "systematic")
@@ -185,7 +208,9 @@ def plan_smc(
         delta = check_rate(delta)
         sched = None  # built once c and delta are known
     else:
-        sched = resolve_schedule(schedule, n_steps, None, None, max_step, min_step)
+        sched = resolve_schedule(
+            schedule, DEFAULT_N_STEPS if n_steps is None else n_steps, None, None, max_step, min_step
+        )
     if waste_free is True:
         waste_free = WASTE_FREE_LENGTH
     elif waste_free is False or waste_free is None:
@@ -216,14 +241,32 @@ def plan_smc(
         "resample_threshold": float(resample_threshold),
         "resampler": resampler,
     }
-    need_rate = is_cr and is_auto(delta)
-    c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=need_rate)
-    if is_cr:
-        if need_rate:
-            delta = rate_for_steps(total, check_int(n_steps, "n_steps", 1, "e.g. n_steps=100"))
-        max_step = 0.125 if max_step is None else max_step
-        sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=max_step)
-        attrs.update(sched.describe())
+    one_step = False
+    if is_cr and n_steps is None and is_auto(delta):
+        # CR-SMC's default: one stage when the start's weights already meet the target
+        target = DEFAULT_TARGET_MCSE if target_mcse is None else target_mcse
+        start = start_length_point(setup)
+        attrs.update(start.attrs, target_mcse=target)
+        if start.point is not None:
+            mcse = predicted_mcse(start.point.r, setup.draws, setup.chains)
+            attrs["predicted_mcse"] = mcse
+            one_step = mcse <= target
+    if one_step:
+        c = 0.0
+        sched = FixedSchedule(np.array([0.0, 1.0]), name="one_step")
+        attrs.update(sched.describe(), c=c, scale_shift="fixed")
+        attrs["n_logp_evals_pilot"] = attrs["n_logp_evals_start"]
+    else:
+        need_rate = is_cr and is_auto(delta)
+        c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=need_rate)
+        attrs["n_logp_evals_pilot"] += attrs.get("n_logp_evals_start", 0)
+        if is_cr:
+            if need_rate:
+                n = DEFAULT_N_STEPS if n_steps is None else n_steps
+                delta = rate_for_steps(total, check_int(n, "n_steps", 1, "e.g. n_steps=100"))
+            max_step = 0.125 if max_step is None else max_step
+            sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=max_step)
+            attrs.update(sched.describe())
     task_kwargs = dict(
         n_mcmc_steps=n_mcmc_steps,
         max_steps=max_steps,

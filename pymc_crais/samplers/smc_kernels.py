@@ -283,7 +283,9 @@ class CRSMC(_PlannedKernel):
 
     Each next β lowers the divergence to the posterior by the same rate δ (Goshtasbpour et
     al. 2023); δ comes from a pilot so that a chain has about ``n_steps`` stages (default
-    100), and the particles are resampled when their ESS falls below 0.9 N.
+    100), and the particles are resampled when their ESS falls below 0.9 N. By default a
+    start whose importance weights already meet ``target_mcse`` (0.02 nats) is one stage,
+    as in :func:`pymc_crais.sample_smc`.
 
     Parameters
     ----------
@@ -311,7 +313,9 @@ class CRAIS(_PlannedKernel):
     """Constant-rate AIS, :func:`pymc_crais.sample_crais`, as a ``pm.sample_smc`` kernel.
 
     When PyMC builds the kernel, the pilot and the constant-rate tuning run fix the
-    schedule (``n_steps`` steps, default 200) and the kernels' parameters once; each chain
+    schedule (``n_steps="auto"``: the fewest steps predicted to meet ``target_mcse``, 0.02
+    nats; one step, with no pilot or tuning run, when the start's importance weights
+    already meet it) and the kernels' parameters once; each chain
     then anneals fresh draws of the start on that schedule without resampling (its weights
     accumulate: the AIS estimate, unbiased for ``Z``) and resamples once at β = 1 into
     equal-weight posterior draws.

@@ -5,7 +5,10 @@
   path's length ``T`` in the rule's units (so that ``δ = T / n`` gives about ``n`` steps);
 * the **constant-rate tuning run**: particles annealed with the constant-rate rule, whose
   schedule CR-AIS re-uses for its final run and RTS as its temperature ladder; with a
-  target length it rescales ``δ`` until the run has about that many steps.
+  target length it rescales ``δ`` until the run has about that many steps;
+* the **start's weights** (:func:`start_length_point`): importance weights of run-level
+  draws of ``q0``, which measure a run of one step (``n_steps="auto"`` of CR-AIS, and
+  CR-SMC's default, end there when they meet ``target_mcse``).
 
 Used by :func:`pymc_crais.sample_crais`, :func:`pymc_crais.sample_ais`,
 :func:`pymc_crais.sample_smc`, :func:`pymc_crais.sample_rts` and the ``pm.sample_smc``
@@ -24,14 +27,21 @@ from ..core.anneal import AnnealResult, anneal
 from ..core.particles import ParticleState
 from ..core.paths import make_path
 from ..core.rate_reference import RateReference, reference_total_rate
+from ..core.run_length import LengthPoint, relative_variance
 from ..core.schedules import FixedSchedule, Schedule, exponential_schedule, make_fixed_schedule
 from ..core.thermodynamic import fisher_metric, path_score, thermodynamic_schedule
+from ..tail_stats import pareto_khat
 from ..warnings import MaxStepsWarning
 from .pipeline import RunSetup, fresh_kernel
 from .progress import ChainProgress, stage_callback
 
 __all__ = [
+    "DEFAULT_TARGET_MCSE",
     "PILOT_DRAWS",
+    "START_DRAWS",
+    "START_MAX_KHAT",
+    "StartPoint",
+    "check_target_mcse",
     "Pilot",
     "RateProbe",
     "RateTuning",
@@ -42,6 +52,7 @@ __all__ = [
     "rate_for_steps",
     "rate_pilot_schedule",
     "scale_shift_pilot",
+    "start_length_point",
     "thermodynamic_pilot",
 ]
 
@@ -366,3 +377,56 @@ def constant_rate_run(
             break  # on target, or too short only because max_step clips most steps
         delta *= 4.0 if res.hit_max_steps else m / n_target
     return RateTuning(res, used, n_attempts, density.n_evals - before)
+
+
+DEFAULT_TARGET_MCSE = 0.02
+"""The default ``target_mcse`` (nats, pooled over chains) of CR-AIS and CR-SMC."""
+START_DRAWS = 1000
+"""Draws of ``q0`` whose importance weights measure the one-step run."""
+START_MAX_KHAT = 0.5
+"""The start's weights count as a measured one-step run only with a Pareto k̂ at most this
+(a finite variance); above it their sample variance says little."""
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """The start's importance weights as a run of one step: its measured relative variance
+    (``None`` when its weights are too heavy-tailed to trust, k̂ above
+    :data:`START_MAX_KHAT`) and the attributes that record it."""
+
+    point: LengthPoint | None
+    attrs: dict
+
+
+def check_target_mcse(target_mcse) -> float:
+    """``target_mcse`` as a positive finite float, or a ``ValueError`` that says so."""
+    if (
+        isinstance(target_mcse, bool)
+        or not isinstance(target_mcse, (int, float, np.floating, np.integer))
+        or not (np.isfinite(target_mcse) and target_mcse > 0)
+    ):
+        raise ValueError(f"target_mcse must be a positive number of nats, e.g. 0.02; got {target_mcse!r}")
+    return float(target_mcse)
+
+
+def start_length_point(setup) -> StartPoint:
+    """Measure ``q0``'s importance weights against the target on run-level draws.
+
+    ``min(max(draws, 256), START_DRAWS)`` draws from ``q0``, from a child of the run-level
+    generator (so the pilot's and tuning run's streams are those of a run without it), and
+    their log-weights ``Δ``: the one-step run, whatever the path (every path starts at
+    ``q0`` and ends at the target).
+    """
+    rng = setup.aux_rng.spawn(1)[0]
+    n = min(max(setup.draws, 256), START_DRAWS)
+    before = setup.density.n_evals
+    log_w = setup.density.evaluate(setup.draw(rng, n), gradient=setup.kernel.needs_gradient).delta
+    r = relative_variance(log_w)
+    khat = pareto_khat(log_w)
+    attrs = {
+        "start_relative_variance": r,
+        "start_pareto_k": khat,
+        "n_logp_evals_start": int(setup.density.n_evals - before),
+    }
+    ok = khat <= START_MAX_KHAT or r <= 1e-12  # equal weights: no tail to fit
+    return StartPoint(LengthPoint(1, r) if ok else None, attrs)
