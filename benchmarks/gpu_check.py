@@ -64,6 +64,7 @@ print(json.dumps({"jax": jax.__version__, "default_backend": jax.default_backend
 
 def probe_devices(timeout: float) -> dict:
     """What ``jax.devices()`` sees with JAX left to choose its platform."""
+    timeout = max(timeout, 0.5)
     env = {**os.environ, **GPU_ENV}
     try:
         out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
@@ -167,6 +168,7 @@ def main(argv=None) -> dict:
 
     def save() -> None:
         out["elapsed_s"] = time.monotonic() - t0
+        out["machine"]["load_now"] = os.getloadavg()  # other jobs during the check
         os.makedirs(os.path.dirname(a.json) or ".", exist_ok=True)
         with open(a.json, "w") as fh:
             json.dump(out, fh, indent=1)
