@@ -222,7 +222,8 @@ def run_one(spec: dict, timeout: float, env: dict | None = None) -> dict:
     cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
     t0 = time.perf_counter()
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout,
+                             env=env)
     except subprocess.TimeoutExpired:
         return {**spec, "error": f"did not finish in {timeout:.0f} s"}
     if out.returncode != 0:

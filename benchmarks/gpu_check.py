@@ -39,7 +39,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import bench_bigdata  # noqa: E402  (the worker and its fresh-interpreter runner)
+import bench_bigdata  # the worker and its fresh-interpreter runner
 
 CPU_ENV = {"JAX_PLATFORMS": "cpu"}
 # JAX's own choice (the GPU where there is one); no preallocation of 75 % of the GPU, so that
@@ -67,8 +67,8 @@ def probe_devices(timeout: float) -> dict:
     timeout = max(timeout, 0.5)
     env = {**os.environ, **GPU_ENV}
     try:
-        out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
-                             timeout=timeout, env=env)
+        out = subprocess.run([sys.executable, "-c", _PROBE], check=False, capture_output=True,
+                             text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         err = f"jax.devices() did not answer in {timeout:.0f} s"
         return {"error": err, "gpu": False, "note": f"no GPU: {err}"}
