@@ -70,3 +70,40 @@ def test_check_keeps_its_time_budget(tmp_path):
     assert rec["elapsed_s"] <= 4
     assert all(r["status"] in ("skipped", "no GPU") for r in rec["throughput"])
     assert rec["run"]["status"] == "skipped"
+
+
+def test_with_a_gpu_the_gpu_parts_come_first_and_a_cpu_fallback_is_an_error(tmp_path,
+                                                                             monkeypatch):
+    """The order and bookkeeping of the parts on a machine with a GPU, the workers replaced by
+    a stand-in that records its calls (no JAX needed): the unblocked GPU call is added, the run
+    comes before the big CPU call, and a "GPU" row that ran on the CPU is not reported as
+    a GPU number."""
+    monkeypatch.syspath_prepend(os.path.dirname(SCRIPT))
+    import gpu_check
+
+    calls = []
+
+    def fake_run_one(spec, timeout, env=None):
+        on_gpu = "JAX_PLATFORMS" not in (env or {})
+        calls.append((spec["kind"], spec["rows"], on_gpu, spec.get("memory_budget")))
+        device = "cpu:0" if spec["kind"] == "call" else ("cuda:0" if on_gpu else "cpu:0")
+        return {**spec, "device": device, "call_s": 0.5, "peak_rss_mb": 900.0, "log_z": -1.0,
+                "mcse": 0.1, "wall_s": 1.0}
+
+    gpu = {"gpu": True, "devices": ["cuda:0"], "note": "GPU: H100"}
+    monkeypatch.setattr(gpu_check, "probe_devices", lambda timeout: gpu)
+    monkeypatch.setattr(gpu_check.bench_bigdata, "run_one", fake_run_one)
+    rec = gpu_check.main(["--json", str(tmp_path / "c.json"), "--quick"])
+    assert [c[:3] for c in calls] == [
+        ("call", 768, False), ("call", 768, True), ("call", 20000, True),
+        ("call", 20000, True), ("run", 2000, True), ("call", 20000, False),
+    ]
+    assert calls[3][3] == gpu_check.UNBLOCKED_BUDGET
+    by = {(r["model"], r["backend"], r["memory_budget"]): r for r in rec["throughput"]}
+    assert by[("pima", "cpu", None)]["status"] == "ok"
+    assert by[("pima", "cpu", None)]["particles_per_s"] == 64 / 0.5
+    gpu_row = by[("pima", "gpu", None)]  # the stand-in "GPU" call ran on cpu:0
+    assert gpu_row["status"] == "error" and "particles_per_s" not in gpu_row
+    assert rec["run"]["status"] == "ok" and rec["run"]["peak_rss_within_default_budget"]
+    with open(tmp_path / "c.json") as fh:
+        assert json.load(fh)["run"]["device"] == "cuda:0"
