@@ -88,6 +88,26 @@ class _RssTrace:
         return self.max_rss / 2**20, self.max_at
 
 
+def _device_memory(rec: dict) -> None:
+    """The peak memory JAX's default device reports (``memory_stats()``: GPUs and TPUs), as
+    ``device_peak_mb``, or ``None`` with the reason in ``device_memory_note`` (JAX's CPU
+    client reports none: there the host's RSS is the device's memory)."""
+    import jax
+
+    dev = jax.devices()[0]
+    stats = dev.memory_stats() if hasattr(dev, "memory_stats") else None
+    if stats and "peak_bytes_in_use" in stats:
+        rec["device_peak_mb"] = stats["peak_bytes_in_use"] / 2**20
+        rec["device_limit_mb"] = stats.get("bytes_limit", 0) / 2**20 or None
+        rec["device_memory_note"] = f"{dev.platform}: memory_stats()['peak_bytes_in_use']"
+    else:
+        rec["device_peak_mb"] = None
+        rec["device_memory_note"] = (
+            f"{dev.platform}: memory_stats() reports nothing"
+            + (" (JAX's CPU device: the host RSS is its memory)" if dev.platform == "cpu" else "")
+        )
+
+
 def _model(n: int, d: int, seed: int = 0):
     import pymc_crais as pmc
 
@@ -154,6 +174,8 @@ def worker(spec: dict) -> dict:
         rec["n_logp_evals"] = int(res.sample_stats["n_logp_evals"].values.sum())
         rec["log_z"], rec["mcse"] = pmc.log_marginal_likelihood(res)
         rec["peak_rss_mb"] = _peak_rss() / 2**20
+        if spec["backend"] == "jax":
+            _device_memory(rec)
         return rec
     dens = compile_model_density(model, gradient=True, compile_kwargs=ckw)
     if kind == "shapes":  # resident memory kept by each new batch shape (JAX compiles each)
@@ -187,15 +209,21 @@ def worker(spec: dict) -> dict:
     rec["peak_rss_mb"] = _peak_rss() / 2**20
     rec["call_growth_mb"] = max(0, _peak_rss() - rss_before) / 2**20
     rec["peak_grew"] = _peak_rss() > peak_before
+    if spec["backend"] == "jax":
+        _device_memory(rec)
     return rec
 
 
-def run_one(spec: dict, timeout: float) -> dict:
-    env = {**os.environ, **SINGLE_THREAD}
+def run_one(spec: dict, timeout: float, env: dict | None = None) -> dict:
+    """``worker(spec)`` in a fresh interpreter (BLAS and XLA on one thread, ``env`` added to
+    the environment), killed after ``timeout`` seconds; its record, or ``spec`` with an
+    ``error``."""
+    env = {**os.environ, **SINGLE_THREAD, **(env or {})}
     cmd = [sys.executable, __file__, "--worker", json.dumps(spec)]
     t0 = time.perf_counter()
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        out = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout,
+                             env=env)
     except subprocess.TimeoutExpired:
         return {**spec, "error": f"did not finish in {timeout:.0f} s"}
     if out.returncode != 0:
