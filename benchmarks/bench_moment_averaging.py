@@ -15,7 +15,7 @@ the variance of the increments, against the linear schedule and the paper's binn
 the same pair (exact bias ``Σ KL`` and Gibbs-transition estimates).
 
 Part 3 (``--part synthetic``): the same rule on one synthetic target
-(``benchmarks/synthetic_targets.py``) with the core :func:`~pymc_crais.core.anneal` loop:
+(``pymc_crais/validation/synthetic_targets.py``) with the core :func:`~pymc_crais.core.anneal` loop:
 a geometric-path pilot records ``Var_τ(Δ)`` at its stages, and final AIS runs on the
 linear, exponential and thermodynamic schedules are compared at equal steps.
 
@@ -30,12 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from pymc_crais.core.moment_averaging import (
     Gaussian,
@@ -222,11 +218,10 @@ def part_schedule(args) -> dict:
 
 
 def part_synthetic(args) -> dict:
-    from synthetic_targets import make_density, make_target
-
     from pymc_crais.core import HMC, anneal, make_path
     from pymc_crais.core.schedules import FixedSchedule, exponential_schedule
     from pymc_crais.core.thermodynamic import path_score
+    from pymc_crais.validation.synthetic_targets import make_density, make_target
 
     class RecordingSchedule(FixedSchedule):
         """A fixed schedule that records ``Var_τ(Δ)`` (weighted) at every stage it leaves."""

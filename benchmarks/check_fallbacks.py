@@ -12,11 +12,8 @@ for continuous models, gradients) and the map back to named variables. Any
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def check_model(model) -> dict:

@@ -100,7 +100,6 @@ def _instrument(times: dict, counts: dict) -> None:
     link steps) with timers; count PyTensor's compiled functions."""
     import importlib
 
-    sys.path.insert(0, str(HERE))
     from profile_defaults import LINKING, PHASES, REWRITES
 
     def wrap(label, fn):

@@ -92,7 +92,6 @@ def _worker(case: str, cores: int | None, chains: int, repeat: int, warm_session
     FunctionMaker.prepare_fgraph = staticmethod(wrap(REWRITES, FunctionMaker.prepare_fgraph))
     FunctionMaker.create = wrap(LINKING, FunctionMaker.create)
     if warm_session:
-        sys.path.insert(0, str(REPO / "benchmarks"))
         from validate import _warm_session
 
         _warm_session()

@@ -10,7 +10,7 @@ import xarray as xr
 
 import pymc_crais as pmc
 
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 FAST = dict(draws=200, n_steps=10, chains=2, cores=1, progressbar=False)
 

@@ -11,7 +11,7 @@ import pytest
 
 import pymc_crais as pmc
 
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 CASES = [
     # (builder, sample_ais settings, largest acceptable mcse)

@@ -2,7 +2,7 @@
 
 Every case either raises an error that names the argument or variable and the fix, or
 returns the exact evidence within the run's own error bar (tolerances from the reported
-MCSE, as :func:`tests.exact_models.assert_evidence`). Behaviours are documented in
+MCSE, as :func:`pymc_crais.validation.testing.assert_evidence`). Behaviours are documented in
 docs/reliability.md.
 """
 
@@ -28,7 +28,7 @@ import pymc_crais as pmc
 from pymc_crais.samplers import anneal_chain, runner
 from pymc_crais.samplers.anneal_chain import run_anneal_chain as _ORIGINAL_RUN_CHAIN
 
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 QUIET = {"cores": 1, "progressbar": False}
 

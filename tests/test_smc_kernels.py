@@ -10,7 +10,7 @@ import pytest
 import pymc_crais as pmc
 from pymc_crais.warnings import MaxStepsWarning
 
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 KERNELS = [pmc.BatchedSMC, pmc.CRSMC, pmc.CRAIS]
 PM = dict(cores=1, progressbar=False, compute_convergence_checks=False)

@@ -13,7 +13,7 @@ from pymc_crais.core.hmc import HMC
 from pymc_crais.core.particles import ParticleState
 from pymc_crais.core.paths import make_path
 
-from ..exact_models import linear_regression_density
+from pymc_crais.validation.testing import linear_regression_density
 
 
 def _smc(seed, n=1000, **settings):

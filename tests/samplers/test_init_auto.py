@@ -16,7 +16,7 @@ from pymc_crais.samplers.compile import (
 )
 from pymc_crais.samplers.init_auto import N_STARTS, choose_initial
 from pymc_crais.samplers.prior import prior_sampler
-from tests import exact_models as em
+from pymc_crais.validation import testing as em
 
 QUICK = {"chains": 2, "cores": 1, "progressbar": False}
 

@@ -1,5 +1,9 @@
 """Models whose evidence is known in closed form, shared by the tests and benchmarks.
 
+(They lived in ``tests/exact_models.py`` and ``benchmarks/mcse_coverage.py``; the cases of the
+validation suite are in :mod:`.cases`, the NumPy-core synthetic targets in
+:mod:`.synthetic_targets`.)
+
 Each builder returns the same model object for the same arguments within a process
 (``functools.cache``): the samplers cache a model's compiled functions on the model object,
 so tests that share a model compile it once per test session instead of once per test.
@@ -13,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 from scipy import special, stats
 
-from pymc_crais.validation import exact_models as vem
+from . import exact_models as vem
 
 
 @dataclass
@@ -136,3 +141,73 @@ def assert_evidence(idata, log_z: float, max_mcse: float, bias: float = 0.02) ->
     own = details["mcse_within"] if np.isfinite(details["mcse_within"]) else mcse
     assert 0 < own < max_mcse, (value, own, mcse)
     assert abs(value - log_z) <= 4 * mcse + bias, (value, log_z, mcse)
+
+
+def build_case(name: str):
+    """``(model, exact log Z)`` of a named case."""
+    if name == "d50_regression":  # issue 13: known noise, d = 50, n = 120
+        c = linear_regression(n=120, d=50, sigma=1.0, prior_sd=1.0, seed=13)
+    elif name == "mixture10":  # issue 13: 10-d mixture of 3 Gaussians as a Potential
+        c = mixture_potential(10)
+    elif name == "mixture10_unequal":  # the same with unequal widths, the narrowest heaviest
+        c = mixture_potential(10, sds=(0.2, 0.5, 1.0), weights=(0.5, 0.3, 0.2))
+    elif name == "mixture10_overlapping":  # x ~ N(0, I) times a 3-component mixture density
+        c = overlapping_mixture(10)
+    elif name in EXACT_MODELS:
+        c = EXACT_MODELS[name]()
+    else:  # a case of the validation suite (pymc_crais.validation), exact or reference
+        from .cases import get_case
+
+        inst = get_case(name).build()
+        return inst.model, inst.log_z
+    return c.model, c.log_z
+
+
+def mixture_potential(d: int = 10, sds=(0.5, 0.5, 0.5), weights=(0.2, 0.3, 0.5)):
+    """Issue 13's case: a 10-d mixture of 3 well-separated Gaussians as the target, exact
+    ``log Z = 0``. ``x ~ N(0, 2² I)`` and the Potential is ``log mix(x) − log N(x; 0, 2² I)``,
+    so the posterior is the normalized mixture itself (means ``+2·1``, ``−2·1`` and
+    alternating ``±2``, sd 0.5, weights 0.2/0.3/0.5: modes 25 sd apart)."""
+    w = np.asarray(weights, dtype=float)
+    alt = np.where(np.arange(d) % 2 == 0, 2.0, -2.0)
+    means = np.stack([np.full(d, 2.0), np.full(d, -2.0), alt])
+    prior_sd = 2.0
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, prior_sd, shape=d)
+        comps = [
+            np.log(w[j]) + pm.logp(pm.Normal.dist(means[j], sds[j]), x).sum() for j in range(3)
+        ]
+        prior = pm.logp(pm.Normal.dist(0.0, prior_sd), x).sum()
+        pm.Potential("mixture", pt.logsumexp(pt.stack(comps)) - prior)
+    return ExactModel("mixture10", model, 0.0)
+
+
+def overlapping_mixture(d: int = 10):
+    """``x ~ N(0, I)`` times a Potential equal to a normalized 3-component mixture density
+    (means −1, alternating ±1, +1; sds 0.3, 0.4, 0.5): ``Z = Σ_k w_k N(m_k; 0, (1 + s_k²) I)``."""
+    w = np.array([0.2, 0.3, 0.5])
+    means = np.stack([np.full(d, -1.0), np.zeros(d), np.full(d, 1.0)])
+    means[1, ::2] = 1.0
+    sds = np.array([0.3, 0.4, 0.5])
+    with pm.Model() as model:
+        x = pm.Normal("x", 0.0, 1.0, shape=d)
+        comps = [
+            np.log(w[j]) + pm.logp(pm.Normal.dist(means[j], sds[j]), x).sum() for j in range(3)
+        ]
+        pm.Potential("mixture", pt.logsumexp(pt.stack(comps)))
+    log_z = special.logsumexp(
+        [
+            np.log(w[j])
+            + stats.multivariate_normal(np.zeros(d), (1 + sds[j] ** 2) * np.eye(d)).logpdf(means[j])
+            for j in range(3)
+        ]
+    )
+    return ExactModel("mixture10_overlapping", model, float(log_z))
+
+
+EXACT_MODELS = {
+    f.__name__: f
+    for f in (normal_mean, linear_regression, beta_binomial, poisson_normal,
+              gaussian_mixture_potential, peaked_normal_mean)
+}
+"""The cached exact models by name (what :func:`build_case` looks up)."""
