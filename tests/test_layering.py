@@ -6,6 +6,8 @@
 * the shared sampler machinery (runner, options, pipeline, tuning, the annealing chain)
   imports no public sampler module;
 * no module imports another module's private (underscore) names;
+* the package's modules import each other without a cycle (every import counted, also
+  those inside functions or under ``TYPE_CHECKING``: neither makes a cycle go away);
 * no module is longer than ``MAX_LINES`` (exceptions listed with their reason).
 
 docs/architecture.md describes the layers.
@@ -198,3 +200,88 @@ def test_checks_catch_violations():
     src = "import numpy\nimport pytensor.tensor as pt\nfrom ..samplers import ais\n"
     src += "from ..warnings import MaxStepsWarning\nfrom .paths import make_path\n"
     assert [v.split(":")[0] for v in _core_violations(core, src)] == ["line 2", "line 3", "line 3"]
+
+
+# ----------------------------------------------------------------------------- import cycles
+def _import_graph(sources: dict[str, tuple[Path, str]]) -> dict[str, set[str]]:
+    """``module -> the package modules it imports`` from ``{module: (path, text)}``.
+
+    ``from A import n`` reads the module ``A.n`` when there is one, else ``A``;
+    ``import A.B`` reads ``A.B``. Every import counts, also one inside a function or
+    under ``if TYPE_CHECKING:`` (a cycle of type hints is still a cycle of the design)."""
+    graph = {}
+    for name, (path, text) in sources.items():
+        edges = set()
+        for node in ast.walk(ast.parse(text, filename=str(path))):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in sources)
+            elif isinstance(node, ast.ImportFrom):
+                source = _resolve(path, node)
+                for alias in node.names:
+                    if f"{source}.{alias.name}" in sources:
+                        edges.add(f"{source}.{alias.name}")
+                    elif source in sources:
+                        edges.add(source)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_import_cycle():
+    sources = {_module_name(p): (p, p.read_text()) for p in _modules()}
+    graph = _import_graph(sources)
+    assert "pymc_crais.core.anneal" in graph["pymc_crais.samplers.anneal_chain"]
+    cycles = _cycles(graph)
+    detail = [{m: sorted(graph[m] & set(c)) for m in c} for c in cycles]
+    assert not cycles, f"import cycles (module -> the modules of its cycle it imports): {detail}"
+
+
+def test_cycle_check_catches_cycles():
+    """A function-level or ``TYPE_CHECKING`` import closes a cycle as much as a
+    module-level one; ``from . import x`` reads the module ``x``."""
+    a, b, c = PACKAGE / "pa.py", PACKAGE / "pb.py", PACKAGE / "pc.py"
+    sources = {
+        "pymc_crais.pa": (a, "from .pb import f\n"),
+        "pymc_crais.pb": (b, "def f():\n    from . import pc\n"),
+        "pymc_crais.pc": (c, "from .pa import g\n"),
+    }
+    assert _cycles(_import_graph(sources)) == [["pymc_crais.pa", "pymc_crais.pb", "pymc_crais.pc"]]
+    sources["pymc_crais.pc"] = (c, "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .pa import g\n")
+    assert len(_cycles(_import_graph(sources))) == 1
+    sources["pymc_crais.pc"] = (c, "import numpy\nfrom .core import paths\n")
+    assert _cycles(_import_graph(sources)) == []
