@@ -21,9 +21,9 @@ linear, exponential and thermodynamic schedules are compared at equal steps.
 
 Commands (docs/paths.md):
 
-    nice -n 10 python benchmarks/bench_moment_averaging.py --part gaussian
-    nice -n 10 python benchmarks/bench_moment_averaging.py --part schedule
-    nice -n 10 python benchmarks/bench_moment_averaging.py --part synthetic
+    nice -n 10 python -m benchmarks.bench_moment_averaging --part gaussian
+    nice -n 10 python -m benchmarks.bench_moment_averaging --part schedule
+    nice -n 10 python -m benchmarks.bench_moment_averaging --part synthetic
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import json
 
 import numpy as np
 
-from pymc_crais.core.moment_averaging import (
+from benchmarks.studies.moment_averaging import (
     Gaussian,
     ais_log_weights,
     expected_log_weight,

@@ -8,7 +8,7 @@
 * no module imports another module's private (underscore) names;
 * the package's modules import each other without a cycle (every import counted, also
   those inside functions or under ``TYPE_CHECKING``: neither makes a cycle go away);
-* no module is longer than ``MAX_LINES`` (exceptions listed with their reason).
+* no module is longer than ``MAX_LINES`` (no exceptions).
 
 docs/architecture.md describes the layers.
 """
@@ -22,13 +22,6 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pymc_crais"
 MAX_LINES = 400
-
-# module (relative to the package) -> why it may be longer; an entry that is no longer
-# needed fails the test, so this list stays true
-LONG_MODULE_EXCEPTIONS: dict[str, str] = {
-    "core/moment_averaging.py": "a self-contained study of seed 004 on Gaussian endpoints (paths, "
-    "exact AIS, binned schedules) that no sampler uses; splitting it would scatter one experiment",
-}
 
 FORBIDDEN_IN_CORE = ("pymc", "pytensor", "arviz", "arviz_base", "arviz_stats", "xarray")
 CORE_MAY_IMPORT = ("pymc_crais.core", "pymc_crais.warnings")
@@ -177,12 +170,8 @@ def test_no_private_names_cross_modules(path):
 
 def test_no_module_is_too_long():
     lengths = {_rel(p): len(p.read_text().splitlines()) for p in _modules()}
-    too_long = {
-        k: n for k, n in lengths.items() if n > MAX_LINES and k not in LONG_MODULE_EXCEPTIONS
-    }
+    too_long = {k: n for k, n in lengths.items() if n > MAX_LINES}
     assert not too_long, f"modules over {MAX_LINES} lines (split them): {too_long}"
-    stale = [k for k in LONG_MODULE_EXCEPTIONS if lengths.get(k, 0) <= MAX_LINES]
-    assert not stale, f"remove {stale} from LONG_MODULE_EXCEPTIONS: they are short now"
 
 
 def test_checks_catch_violations():

@@ -24,24 +24,22 @@ The score ``u_τ = ∂_τ log γ_τ`` of the package's paths (ALGORITHMS.md sect
 
 For exponential-family knots (natural parameters ``η_j``, moments ``s_j``) the paper's
 binned rule uses the exact segment cost ``F_j = ½ (η_{j+1} − η_j)ᵀ (s_{j+1} − s_j)`` and
-allocates ``K_j ∝ √F_j`` steps to segment ``j`` (:func:`binned_allocation`). On a general
-target only a pilot's estimates of ``G`` on a grid of τ are available;
-:func:`thermodynamic_schedule` turns them into a schedule.
+allocates ``K_j ∝ √F_j`` steps to segment ``j`` (the Gaussian study,
+``benchmarks/studies/moment_averaging.py``). On a general target only a pilot's estimates
+of ``G`` on a grid of τ are available; :func:`thermodynamic_schedule` turns them into a
+schedule.
 
 NumPy only; nothing here knows about PyMC.
 """
 
 from __future__ import annotations
 
-import heapq
 import numbers
 
 import numpy as np
 from scipy.special import logsumexp
 
 __all__ = [
-    "binned_allocation",
-    "binned_schedule",
     "fisher_metric",
     "path_score",
     "schedule_bias",
@@ -54,74 +52,6 @@ def _check_k(k, name: str = "n_steps") -> int:
     if not ok or k < 1:
         raise ValueError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
-
-
-def binned_allocation(costs, n_steps: int) -> np.ndarray:
-    """Integer numbers of steps per segment minimising ``Σ_j F_j / K_j`` with ``Σ K_j = K``.
-
-    The paper's Theorem 3 (seed 004): segment ``j`` with cost functional ``F_j`` and ``K_j``
-    linearly spaced steps contributes ``F_j / K_j`` to the asymptotic bias, so the
-    continuous optimum is ``K_j ∝ √F_j``. This returns the exact integer optimum with every
-    ``K_j ≥ 1`` (greedy marginal allocation, exact for this separable convex objective).
-
-    Parameters
-    ----------
-    costs : array_like, shape (J,)
-        Non-negative segment costs ``F_j``.
-    n_steps : int
-        Total number of steps ``K``; must be at least ``J``.
-
-    Returns
-    -------
-    numpy.ndarray of int, shape (J,)
-        ``K_j``, summing to ``K``.
-    """
-    f = np.asarray(costs, dtype=float)
-    if f.ndim != 1 or f.size == 0:
-        raise ValueError(f"costs must be a non-empty 1-D array, got shape {f.shape}")
-    if not np.all(np.isfinite(f)) or np.any(f < 0):
-        raise ValueError("costs must be finite and non-negative")
-    k = _check_k(n_steps)
-    if k < f.size:
-        raise ValueError(
-            f"n_steps ({k}) must be at least the number of segments ({f.size}); "
-            "use fewer knots or more steps"
-        )
-    alloc = np.ones(f.size, dtype=int)
-    # Gain of one more step in segment j: F_j / K_j − F_j / (K_j + 1) = F_j / (K_j (K_j + 1)).
-    heap = [(-fj / 2.0, j) for j, fj in enumerate(f)]
-    heapq.heapify(heap)
-    for _ in range(k - f.size):
-        _, j = heapq.heappop(heap)
-        alloc[j] += 1
-        heapq.heappush(heap, (-f[j] / (alloc[j] * (alloc[j] + 1.0)), j))
-    return alloc
-
-
-def binned_schedule(knots, allocation) -> np.ndarray:
-    """The schedule with ``allocation[j]`` linearly spaced steps between ``knots[j]`` and
-    ``knots[j + 1]``.
-
-    Parameters
-    ----------
-    knots : array_like, shape (J + 1,)
-        Increasing, from 0 to 1.
-    allocation : array_like of int, shape (J,)
-        Steps per segment (each ≥ 1), e.g. from :func:`binned_allocation`.
-
-    Returns
-    -------
-    numpy.ndarray, shape (Σ K_j + 1,)
-        Strictly increasing τ from 0 to 1, containing every knot.
-    """
-    b = _check_grid(knots, "knots")
-    a = np.asarray(allocation)
-    if a.shape != (b.size - 1,) or not np.issubdtype(a.dtype, np.integer) or np.any(a < 1):
-        raise ValueError("allocation must hold one integer ≥ 1 per segment (len(knots) − 1)")
-    parts = [np.linspace(b[j], b[j + 1], a[j] + 1)[:-1] for j in range(a.size)]
-    out = np.concatenate(parts + [np.array([1.0])])
-    out[0] = 0.0
-    return out
 
 
 def _check_grid(tau, name: str) -> np.ndarray:

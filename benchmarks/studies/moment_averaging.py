@@ -1,4 +1,11 @@
-"""Geometric and moment-averaging paths between Gaussian endpoints (seed 004).
+"""Geometric and moment-averaging paths between Gaussian endpoints (seed 004): a study.
+
+No sampler uses this module (the samplers' ``path="moment_averaging"`` is
+:class:`pymc_crais.core.ma_path.MomentAveragingPath`); it moved out of the package
+(it was ``pymc_crais/core/moment_averaging.py``, with :func:`binned_allocation` and
+:func:`binned_schedule` from ``pymc_crais/core/thermodynamic.py``). Run by
+``python -m benchmarks.bench_moment_averaging`` and tested by
+``tests/core/test_moment_averaging.py`` (docs/paths.md).
 
 Grosse, Maddison & Salakhutdinov (2013) compare two paths through an exponential family:
 
@@ -32,6 +39,7 @@ NumPy/SciPy only; nothing here knows about PyMC.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import numbers
 from dataclasses import dataclass
@@ -40,8 +48,6 @@ from functools import cached_property
 import numpy as np
 from scipy.special import logsumexp
 
-from pymc_crais.core.thermodynamic import binned_allocation, binned_schedule
-
 __all__ = [
     "GAUSSIAN_PATHS",
     "Gaussian",
@@ -49,6 +55,8 @@ __all__ = [
     "GeometricGaussianPath",
     "MomentAveragingGaussianPath",
     "ais_log_weights",
+    "binned_allocation",
+    "binned_schedule",
     "expected_log_weight",
     "kl_divergence",
     "log_mean_exp",
@@ -341,7 +349,7 @@ def optimal_binned_schedule(path: GaussianPath, n_steps: int, n_bins: int = 10) 
 
     The path is cut into ``n_bins`` segments at evenly spaced knots; segment ``j`` receives
     ``K_j ∝ √F_j`` linearly spaced steps (:func:`segment_costs`,
-    :func:`~pymc_crais.core.thermodynamic.binned_allocation`), ``Σ K_j = n_steps``.
+    :func:`binned_allocation`), ``Σ K_j = n_steps``.
 
     Parameters
     ----------
@@ -427,3 +435,76 @@ def log_mean_exp(log_w) -> float:
     """``log(mean(exp(log_w)))``."""
     lw = np.asarray(log_w, dtype=float)
     return float(logsumexp(lw) - np.log(lw.size))
+
+
+def binned_allocation(costs, n_steps: int) -> np.ndarray:
+    """Integer numbers of steps per segment minimising ``Σ_j F_j / K_j`` with ``Σ K_j = K``.
+
+    The paper's Theorem 3 (seed 004): segment ``j`` with cost functional ``F_j`` and ``K_j``
+    linearly spaced steps contributes ``F_j / K_j`` to the asymptotic bias, so the
+    continuous optimum is ``K_j ∝ √F_j``. This returns the exact integer optimum with every
+    ``K_j ≥ 1`` (greedy marginal allocation, exact for this separable convex objective).
+
+    Parameters
+    ----------
+    costs : array_like, shape (J,)
+        Non-negative segment costs ``F_j``.
+    n_steps : int
+        Total number of steps ``K``; must be at least ``J``.
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (J,)
+        ``K_j``, summing to ``K``.
+    """
+    f = np.asarray(costs, dtype=float)
+    if f.ndim != 1 or f.size == 0:
+        raise ValueError(f"costs must be a non-empty 1-D array, got shape {f.shape}")
+    if not np.all(np.isfinite(f)) or np.any(f < 0):
+        raise ValueError("costs must be finite and non-negative")
+    k = n_steps
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"n_steps must be a positive integer, got {k!r}")
+    k = int(k)
+    if k < f.size:
+        raise ValueError(
+            f"n_steps ({k}) must be at least the number of segments ({f.size}); "
+            "use fewer knots or more steps"
+        )
+    alloc = np.ones(f.size, dtype=int)
+    # Gain of one more step in segment j: F_j / K_j − F_j / (K_j + 1) = F_j / (K_j (K_j + 1)).
+    heap = [(-fj / 2.0, j) for j, fj in enumerate(f)]
+    heapq.heapify(heap)
+    for _ in range(k - f.size):
+        _, j = heapq.heappop(heap)
+        alloc[j] += 1
+        heapq.heappush(heap, (-f[j] / (alloc[j] * (alloc[j] + 1.0)), j))
+    return alloc
+
+
+def binned_schedule(knots, allocation) -> np.ndarray:
+    """The schedule with ``allocation[j]`` linearly spaced steps between ``knots[j]`` and
+    ``knots[j + 1]``.
+
+    Parameters
+    ----------
+    knots : array_like, shape (J + 1,)
+        Increasing, from 0 to 1.
+    allocation : array_like of int, shape (J,)
+        Steps per segment (each ≥ 1), e.g. from :func:`binned_allocation`.
+
+    Returns
+    -------
+    numpy.ndarray, shape (Σ K_j + 1,)
+        Strictly increasing τ from 0 to 1, containing every knot.
+    """
+    b = np.asarray(knots, dtype=float)
+    if b.ndim != 1 or b.size < 2 or np.any(np.diff(b) <= 0) or b[0] != 0.0 or b[-1] != 1.0:
+        raise ValueError("knots must be a strictly increasing 1-D array from 0 to 1")
+    a = np.asarray(allocation)
+    if a.shape != (b.size - 1,) or not np.issubdtype(a.dtype, np.integer) or np.any(a < 1):
+        raise ValueError("allocation must hold one integer ≥ 1 per segment (len(knots) − 1)")
+    parts = [np.linspace(b[j], b[j + 1], a[j] + 1)[:-1] for j in range(a.size)]
+    out = np.concatenate(parts + [np.array([1.0])])
+    out[0] = 0.0
+    return out
