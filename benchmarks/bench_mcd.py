@@ -36,9 +36,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-
-from pymc_crais.core.mcd import ResidualScore, estimate, train
-from pymc_crais.core.ula import FunctionTarget, init_params, log_z_estimate
+from pymc_crais.core.learned.mcd import ResidualScore, estimate, train
+from pymc_crais.core.learned.ula import FunctionTarget, init_params, log_z_estimate
 
 MIXTURE_SEED = 2022
 PAPER = {

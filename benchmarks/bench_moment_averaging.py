@@ -42,7 +42,7 @@ from benchmarks.studies.moment_averaging import (
     make_gaussian_path,
     optimal_binned_schedule,
 )
-from pymc_crais.core.thermodynamic import fisher_metric, thermodynamic_schedule
+from pymc_crais.core.schedules.thermodynamic import fisher_metric, thermodynamic_schedule
 
 RHO = 0.85
 N_INTERMEDIATE = (10, 15, 25, 40, 65, 100, 250, 500, 1000)
@@ -160,7 +160,7 @@ def pilot_metric(path, grid: np.ndarray, n: int, rng: np.random.Generator, h=1e-
     """``G(τ_i) = Var[∂_τ log f_τ]`` at each grid point from ``n`` exact draws of ``p_{τ_i}``.
 
     The score is a central difference with a tiny ``h`` (the local derivative, which for the
-    package's own paths is :func:`~pymc_crais.core.thermodynamic.path_score`; for the
+    package's own paths is :func:`~pymc_crais.core.schedules.thermodynamic.path_score`; for the
     geometric path it is ``Δ`` itself). The variance of the *secant* increments over a coarse
     grid underestimates ``G`` where it changes fast (the MA path's ends) and gives a poor
     schedule there.
@@ -220,7 +220,7 @@ def part_schedule(args) -> dict:
 def part_synthetic(args) -> dict:
     from pymc_crais.core import HMC, anneal, make_path
     from pymc_crais.core.schedules import FixedSchedule, exponential_schedule
-    from pymc_crais.core.thermodynamic import path_score
+    from pymc_crais.core.schedules.thermodynamic import path_score
     from pymc_crais.validation.synthetic_targets import make_density, make_target
 
     class RecordingSchedule(FixedSchedule):

@@ -57,11 +57,11 @@ import warnings
 import numpy as np
 
 from pymc_crais.core import HMC, anneal, make_fixed_schedule, make_path
-from pymc_crais.core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from pymc_crais.core.anneal import ParamsByTau
 from pymc_crais.core.kernels import HMCParams
-from pymc_crais.core.rate_reference import RateReference, reference_rate_for_steps
 from pymc_crais.core.schedules import FixedSchedule, exponential_schedule, interpolate_schedule
+from pymc_crais.core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
+from pymc_crais.core.schedules.rate_reference import RateReference, reference_rate_for_steps
 from pymc_crais.validation.synthetic_targets import (
     EXTRA_TARGETS,
     TARGETS,

@@ -115,8 +115,8 @@ def _instrument(times: dict, counts: dict) -> None:
     # profile_defaults' table, where its functions still live, and the annealing and output
     # of the current AnnealPlan (the same labels)
     extra = (
-        ("chains (annealing)", "pymc_crais.samplers.anneal_chain", "run_anneal_chains"),
-        ("finish", "pymc_crais.samplers.anneal_chain", "finish"),
+        ("chains (annealing)", "pymc_crais.samplers.engine.anneal_chain", "run_anneal_chains"),
+        ("finish", "pymc_crais.samplers.engine.anneal_chain", "finish"),
     )
     for label, mod, attr in (*PHASES, *extra[:2]):
         m = importlib.import_module(mod)

@@ -21,7 +21,7 @@ from pymc_crais.core.density import FunctionDensity, InfiniteDensityError
 from pymc_crais.core.estimators import combine_chain_estimates
 from pymc_crais.core.initial import laplace_fit
 from pymc_crais.core.tails import log_weight_tail, pareto_tail_size
-from pymc_crais.samplers.term_checks import ImpossibleModelError
+from pymc_crais.samplers.engine.term_checks import ImpossibleModelError
 from pymc_crais.validation import testing as em
 
 QUIET = {"cores": 1, "progressbar": False}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import pymc_crais as pmc
-from pymc_crais.samplers import progress as progress_mod
-from pymc_crais.samplers.progress import ChainProgress, stage_callback
+from pymc_crais.samplers.engine import progress as progress_mod
+from pymc_crais.samplers.engine.progress import ChainProgress, stage_callback
 from pymc_crais.validation import testing as em
 
 matplotlib = pytest.importorskip("matplotlib")

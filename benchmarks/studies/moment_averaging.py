@@ -3,7 +3,7 @@
 No sampler uses this module (the samplers' ``path="moment_averaging"`` is
 :class:`pymc_crais.core.ma_path.MomentAveragingPath`); it moved out of the package
 (it was ``pymc_crais/core/moment_averaging.py``, with :func:`binned_allocation` and
-:func:`binned_schedule` from ``pymc_crais/core/thermodynamic.py``). Run by
+:func:`binned_schedule` from ``pymc_crais/core/schedules/thermodynamic.py``). Run by
 ``python -m benchmarks.bench_moment_averaging`` and tested by
 ``tests/core/test_moment_averaging.py`` (docs/paths.md).
 

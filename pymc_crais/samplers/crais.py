@@ -13,17 +13,17 @@ import warnings
 
 import numpy as np
 
-from ..core.adaptive import ConstantRateSchedule
+from ..core.schedules.adaptive import ConstantRateSchedule
 from ..core.anneal import ParamsByTau
 from ..core.paths import make_path
-from ..core.rate_reference import reference_rate_for_steps
+from ..core.schedules.rate_reference import reference_rate_for_steps
 from ..core.schedules import FixedSchedule, interpolate_schedule
 from ..warnings import MaxStepsWarning, user_stacklevel
-from .anneal_chain import AnnealPlan
-from .options import RunOptions, check_int, check_rate, is_auto
-from .pipeline import prepare
-from .runner import single_threaded_blas
-from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
+from .engine.anneal_chain import AnnealPlan
+from .engine.options import RunOptions, check_int, check_rate, is_auto
+from .engine.pipeline import prepare
+from .engine.runner import single_threaded_blas
+from .engine.tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
 __all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "final_transitions", "plan_crais"]
 __all__ += ["sample_crais"]

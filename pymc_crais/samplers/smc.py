@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 
-from ..core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
+from ..core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, Schedule
-from .anneal_chain import AnnealPlan
-from .options import (
+from .engine.anneal_chain import AnnealPlan
+from .engine.options import (
     ADAPTIVE_SCHEDULES,
     RunOptions,
     check_int,
@@ -18,10 +18,10 @@ from .options import (
     is_auto,
     resolve_schedule,
 )
-from .path_option import build_path, check_path
-from .pipeline import prepare
-from .runner import single_threaded_blas
-from .tuning import rate_for_steps, scale_shift_pilot
+from .engine.path_option import build_path, check_path
+from .engine.pipeline import prepare
+from .engine.runner import single_threaded_blas
+from .engine.tuning import rate_for_steps, scale_shift_pilot
 
 __all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
 

@@ -32,10 +32,10 @@ import numpy as np
 from pymc.smc.kernels import SMC_KERNEL
 
 from ..chain_result import ChainResult
-from .anneal_chain import AnnealPlan, iter_anneal_chain
-from .compile import parameter_layout
-from .runner import one_blas_thread
-from .term_checks import explain_model_errors
+from .engine.anneal_chain import AnnealPlan, iter_anneal_chain
+from .engine.compile import parameter_layout
+from .engine.runner import one_blas_thread
+from .engine.term_checks import explain_model_errors
 
 __all__ = ["CRAIS", "CRSMC", "DROP_IN_FINAL_STATS", "BatchedSMC"]
 

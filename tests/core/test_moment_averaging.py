@@ -27,7 +27,7 @@ from benchmarks.studies.moment_averaging import (
     segment_costs,
     thermodynamic_length,
 )
-from pymc_crais.core.thermodynamic import fisher_metric, thermodynamic_schedule
+from pymc_crais.core.schedules.thermodynamic import fisher_metric, thermodynamic_schedule
 
 PATHS = [GeometricGaussianPath, MomentAveragingGaussianPath]
 

@@ -1,4 +1,4 @@
-"""Thermodynamic-length schedules of the package (``pymc_crais.core.thermodynamic``): the
+"""Thermodynamic-length schedules of the package (``pymc_crais.core.schedules.thermodynamic``): the
 path score, the Fisher metric and the schedule from a pilot, checked by finite differences
 and 1-D quadrature. On the Gaussian study's exact paths: tests/core/test_moment_averaging.py."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from pymc_crais.core.thermodynamic import (
+from pymc_crais.core.schedules.thermodynamic import (
     fisher_metric,
     path_score,
     schedule_bias,

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from pymc_crais.core.mcd import ResidualScore, estimate, train
-from pymc_crais.core.ula import (
+from pymc_crais.core.learned.mcd import ResidualScore, estimate, train
+from pymc_crais.core.learned.ula import (
     Adam,
     DensityTarget,
     FunctionTarget,

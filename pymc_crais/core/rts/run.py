@@ -16,13 +16,13 @@ from ...warnings import RTSInitialLoopWarning, user_stacklevel
 from ..density import BatchedDensity
 from ..estimators import rts_estimate, thermodynamic_integration
 from ..kernels import MutationKernel
-from ..moves import Moves
+from ..kernels.moves import Moves
 from ..particles import ParticleState
 from ..paths import AnnealingPath
 from ..schedules import validate_schedule
 from .final import final_run
 from .levels import TemperingSweep
-from .options import WARM_STARTS, RTSOptions
+from .options import RTSOptions
 from .warmup import cold_start, initial_rounds, warm_start
 
 __all__ = ["RTSResult", "rts"]
