@@ -358,7 +358,7 @@ def main():
         import pymc_crais as pmc
         from pymc_crais.datasets import load_pima, load_sonar
         from pymc_crais.models import logistic_regression
-        from pymc_crais.samplers.compile import compile_model_density
+        from pymc_crais.samplers.engine.compile import compile_model_density
 
         meta = results["meta"]
         if meta and (meta.get("draws"), meta.get("chains"), meta.get("seed")) != (args.draws, args.chains, args.seed):

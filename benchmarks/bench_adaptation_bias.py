@@ -2,7 +2,7 @@
 
     python benchmarks/bench_adaptation_bias.py [--seeds 12] [--n 300] [--kernels hmc rwmh mala]
 
-Target: the d = 5 Bayesian linear regression of ``tests/exact_models.linear_regression``
+Target: the d = 5 Bayesian linear regression of ``pymc_crais.validation.testing.linear_regression``
 (n = 50, σ = 0.5, prior N(0, I)) written in NumPy, exact log Z known. AIS from the prior,
 exponential schedule of 200 steps, 10 transitions per stage, kernels re-tuned before every
 transition (what :func:`pymc_crais.core.anneal.anneal` does). For each kernel three ways:
@@ -21,8 +21,6 @@ standard error. No assertion: the numbers go to docs/algorithms.md ("Adaptation 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import numpy as np
@@ -31,11 +29,7 @@ from pymc_crais.core import kernels as K
 from pymc_crais.core.anneal import anneal
 from pymc_crais.core.paths import make_path
 from pymc_crais.core.schedules import make_fixed_schedule
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)  # the repository root, so that ``tests`` imports as a package
-from tests.exact_models import linear_regression_density  # noqa: E402
+from pymc_crais.validation.testing import linear_regression_density
 
 
 def with_self_included(cls):

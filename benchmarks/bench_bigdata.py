@@ -20,7 +20,7 @@ Every measurement runs in a fresh interpreter (so that its peak resident memory,
   process and one batched call; with Numba, one after the other (``cores=1``).
 * **pm.sample_smc**: PyMC's sampler with its defaults (``draws=--particles``, one chain),
   killed after ``--pymc-timeout`` seconds (reported as "did not finish").
-* ``--memory``: the calibration of ``pymc_crais.samplers.memory.BYTES_PER_ELEMENT``: the growth
+* ``--memory``: the calibration of ``pymc_crais.samplers.engine.memory.BYTES_PER_ELEMENT``: the growth
   of the peak RSS of one unblocked call against particles × rows.
 * ``--shapes``: the resident memory each new batch shape keeps (1, 2, …, 6 particles, one
   call each with gradient) for every ``--rows``; with JAX every shape is compiled anew.
@@ -140,8 +140,8 @@ def worker(spec: dict) -> dict:
         rec["peak_rss_mb"] = _peak_rss() / 2**20
         return rec
     import pymc_crais as pmc
-    from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
-    from pymc_crais.samplers.memory import block_rows, check_memory_budget
+    from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
+    from pymc_crais.samplers.engine.memory import block_rows, check_memory_budget
 
     ckw = resolve_compile_kwargs(spec["backend"] if spec["backend"] != "numba" else None, None)
     if spec["backend"] == "jax":

@@ -11,20 +11,16 @@ cache directory, the first time empty:
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> int:
     from pymc_crais.cli import PIMA_DROPPED, _linear_regression_case
     from pymc_crais.datasets import load_pima, load_sonar
     from pymc_crais.models import logistic_regression
-    from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
+    from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
 
     pima, sonar = load_pima(), load_sonar()
     keep = [i for i, f in enumerate(pima.feature_names) if f not in PIMA_DROPPED]

@@ -13,15 +13,12 @@ seconds, on a shared machine).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 from scipy import special
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def binomial_unknown_n(seed: int = 7, n_max: int = 60):

@@ -136,7 +136,7 @@ def pima_data(rows: int | None = None, tile: int = 1):
 
 def compiled_density(X, y, backend=None):
     from pymc_crais.models import logistic_regression
-    from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
+    from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
 
     model = logistic_regression(X, y, prior_sd=PRIOR_SD)
     return compile_model_density(model, compile_kwargs=resolve_compile_kwargs(backend, None))
@@ -532,7 +532,9 @@ def main():
         return
 
     parts = set(args.parts.split(","))
-    import numpy, pymc, pytensor
+    import numpy
+    import pymc
+    import pytensor
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, "
           f"NumPy {numpy.__version__}, PyMC {pymc.__version__}, PyTensor {pytensor.__version__} "

@@ -5,7 +5,7 @@
 
 For each row count, each way of giving the design matrix (``pm.Data``, or a NumPy array in the
 graph: a constant) and each compilation (``inputs``: the package's, the data as inputs of the
-compiled functions, ``pymc_crais/samplers/jax_data.py``; ``constants``: the data left where
+compiled functions, ``pymc_crais/samplers/engine/jax_data.py``; ``constants``: the data left where
 PyMC puts them, which is what PyTensor's JAX linker did before), a fresh interpreter builds the
 logistic regression (d = 20), compiles its batched log-density + gradient with JAX (the
 compilation calls it once, on 2 particles) and evaluates it once at every batch size of
@@ -50,8 +50,8 @@ def worker(spec: dict) -> dict:
     import jax.numpy as jnp
     import pymc as pm
 
-    import pymc_crais.samplers.compile as compile_mod
-    from pymc_crais.samplers.jax_data import DataCompiler
+    import pymc_crais.samplers.engine.compile as compile_mod
+    from pymc_crais.samplers.engine.jax_data import DataCompiler
 
     if spec["compile"] == "constants":  # the data left as PyMC put them (the old path)
 

@@ -54,7 +54,7 @@ def make_fused_numba(block: int = 64, log1p: bool = True):
     buffers. Single-threaded and without fastmath, so it is a floor for one core that
     agrees with NumPy to rounding. With ``log1p=False`` the softplus takes ``log(1 + e^{−|η|})``
     instead of ``log1p(e^{−|η|})`` (absolute error below 2.3e-16, cheaper: the form
-    ``pymc_crais.samplers.rewrites.local_softplus_to_log_exp`` compiles to).
+    ``pymc_crais.samplers.engine.rewrites.local_softplus_to_log_exp`` compiles to).
     """
     import numba
 
@@ -156,7 +156,7 @@ def load_model(rows):
 
 def compile_only(backend, rows) -> dict:
     """Compile the batched density in this (fresh) process; the seconds it took."""
-    from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
+    from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
 
     t0 = time.perf_counter()
     _, model = load_model(rows)
@@ -200,7 +200,7 @@ def main():
         print(json.dumps(compile_only(None if args.backend == "None" else args.backend, args.rows)))
         return
 
-    from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
+    from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
 
     backends = [None] if args.backend is None else [b.strip() or None for b in args.backend.split(",")]
     data, model = load_model(args.rows)
@@ -245,7 +245,7 @@ def main():
     err_fused = max_error(fused(B, X, yf, 5.0), ref)
     fused_log = make_fused_numba(args.block, log1p=False)
     err_fused_log = max_error(fused_log(B, X, yf, 5.0), ref)
-    # PyMC's graph, without pymc_crais' rewrites (the effect of pymc_crais.samplers.rewrites)
+    # PyMC's graph, without pymc_crais' rewrites (the effect of pymc_crais.samplers.engine.rewrites)
     plain = compile_model_density(model, simplify=False,
                                   compile_kwargs=resolve_compile_kwargs(backends[0], None))
     ev_plain = plain.evaluate(B, gradient=True)

@@ -7,7 +7,7 @@ matching": ULA, UHA and Monte Carlo Diffusion (MCD) on normalized targets (log Z
     python benchmarks/bench_mcd.py --table 2 ...          # the Gaussian mixture
     python benchmarks/bench_mcd.py --from PATH             # re-print saved rows
     python benchmarks/bench_mcd.py --pymc 5 [--methods mcd uha ula]
-        # pmc.sample_mcd with its defaults on tests/exact_models.linear_regression(d=5)
+        # pmc.sample_mcd with its defaults on pymc_crais.validation.testing.linear_regression(d=5)
 
 Results and the commands behind them: benchmarks/reports/benchmarks.md, "Learned backward kernels (MCD)".
 
@@ -30,17 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pymc_crais.core.mcd import ResidualScore, estimate, train
-from pymc_crais.core.ula import FunctionTarget, init_params, log_z_estimate
+from pymc_crais.core.learned.mcd import ResidualScore, estimate, train
+from pymc_crais.core.learned.ula import FunctionTarget, init_params, log_z_estimate
 
 MIXTURE_SEED = 2022
 PAPER = {
@@ -162,7 +159,7 @@ def run_one(table, method, d, K, seed, args):
 def run_pymc(d, methods):
     """``pmc.sample_mcd`` with its defaults (seed 1) on the exact conjugate regression."""
     import pymc_crais as pmc
-    from tests.exact_models import linear_regression
+    from pymc_crais.validation.testing import linear_regression
 
     m = linear_regression(d=d)
     for method in methods:

@@ -15,7 +15,7 @@ import pytensor
 import pytensor.tensor as pt
 from threadpoolctl import threadpool_limits
 
-from pymc_crais.core.mcd import ResidualScore
+from pymc_crais.core.learned.mcd import ResidualScore
 
 d, K, H, N = int(sys.argv[1]), 64, int(sys.argv[2]), 64
 sc = ResidualScore(d, K, hidden=H, n_blocks=2)

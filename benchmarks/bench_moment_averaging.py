@@ -15,29 +15,25 @@ the variance of the increments, against the linear schedule and the paper's binn
 the same pair (exact bias ``Σ KL`` and Gibbs-transition estimates).
 
 Part 3 (``--part synthetic``): the same rule on one synthetic target
-(``benchmarks/synthetic_targets.py``) with the core :func:`~pymc_crais.core.anneal` loop:
+(``pymc_crais/validation/synthetic_targets.py``) with the core :func:`~pymc_crais.core.anneal` loop:
 a geometric-path pilot records ``Var_τ(Δ)`` at its stages, and final AIS runs on the
 linear, exponential and thermodynamic schedules are compared at equal steps.
 
 Commands (docs/paths.md):
 
-    nice -n 10 python benchmarks/bench_moment_averaging.py --part gaussian
-    nice -n 10 python benchmarks/bench_moment_averaging.py --part schedule
-    nice -n 10 python benchmarks/bench_moment_averaging.py --part synthetic
+    nice -n 10 python -m benchmarks.bench_moment_averaging --part gaussian
+    nice -n 10 python -m benchmarks.bench_moment_averaging --part schedule
+    nice -n 10 python -m benchmarks.bench_moment_averaging --part synthetic
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from pymc_crais.core.moment_averaging import (
+from benchmarks.studies.moment_averaging import (
     Gaussian,
     ais_log_weights,
     expected_log_weight,
@@ -46,7 +42,7 @@ from pymc_crais.core.moment_averaging import (
     make_gaussian_path,
     optimal_binned_schedule,
 )
-from pymc_crais.core.thermodynamic import fisher_metric, thermodynamic_schedule
+from pymc_crais.core.schedules.thermodynamic import fisher_metric, thermodynamic_schedule
 
 RHO = 0.85
 N_INTERMEDIATE = (10, 15, 25, 40, 65, 100, 250, 500, 1000)
@@ -164,7 +160,7 @@ def pilot_metric(path, grid: np.ndarray, n: int, rng: np.random.Generator, h=1e-
     """``G(τ_i) = Var[∂_τ log f_τ]`` at each grid point from ``n`` exact draws of ``p_{τ_i}``.
 
     The score is a central difference with a tiny ``h`` (the local derivative, which for the
-    package's own paths is :func:`~pymc_crais.core.thermodynamic.path_score`; for the
+    package's own paths is :func:`~pymc_crais.core.schedules.thermodynamic.path_score`; for the
     geometric path it is ``Δ`` itself). The variance of the *secant* increments over a coarse
     grid underestimates ``G`` where it changes fast (the MA path's ends) and gives a poor
     schedule there.
@@ -222,11 +218,10 @@ def part_schedule(args) -> dict:
 
 
 def part_synthetic(args) -> dict:
-    from synthetic_targets import make_density, make_target
-
     from pymc_crais.core import HMC, anneal, make_path
     from pymc_crais.core.schedules import FixedSchedule, exponential_schedule
-    from pymc_crais.core.thermodynamic import path_score
+    from pymc_crais.core.schedules.thermodynamic import path_score
+    from pymc_crais.validation.synthetic_targets import make_density, make_target
 
     class RecordingSchedule(FixedSchedule):
         """A fixed schedule that records ``Var_τ(Δ)`` (weighted) at every stage it leaves."""

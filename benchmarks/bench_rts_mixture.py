@@ -34,7 +34,6 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp
 
-from pymc_crais.core.adaptive import ConstantRateSchedule
 from pymc_crais.core.anneal import ParamsByTau, anneal
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import make_kernel
@@ -46,6 +45,7 @@ from pymc_crais.core.schedules import (
     interpolate_schedule,
     make_fixed_schedule,
 )
+from pymc_crais.core.schedules.adaptive import ConstantRateSchedule
 
 D = 10
 S0 = 30.0

@@ -8,7 +8,7 @@
 Results and the commands behind them: benchmarks/reports/benchmarks.md, "Synthetic high-dimensional targets".
 
 Goshtasbpour et al. (ICML 2023), Section 5.3, Table 2 and Appendix E (Tables 5-6): from
-``q0 = N(0, I_d)`` to four normalized targets (``benchmarks/synthetic_targets.py``) with
+``q0 = N(0, I_d)`` to four normalized targets (``pymc_crais/validation/synthetic_targets.py``) with
 about ``M = 64`` annealing steps, ``|log Ẑ − log Z|`` over seeds. Everything runs on the
 NumPy core (``pymc_crais.core``), the way ``sample_crais`` drives it:
 
@@ -51,23 +51,23 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse
 import json
 import platform
-import sys
 import time
 import warnings
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from synthetic_targets import EXTRA_TARGETS, TARGETS, make_density, make_target
-
 from pymc_crais.core import HMC, anneal, make_fixed_schedule, make_path
-from pymc_crais.core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from pymc_crais.core.anneal import ParamsByTau
 from pymc_crais.core.kernels import HMCParams
-from pymc_crais.core.rate_reference import RateReference, reference_rate_for_steps
 from pymc_crais.core.schedules import FixedSchedule, exponential_schedule, interpolate_schedule
+from pymc_crais.core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
+from pymc_crais.core.schedules.rate_reference import RateReference, reference_rate_for_steps
+from pymc_crais.validation.synthetic_targets import (
+    EXTRA_TARGETS,
+    TARGETS,
+    make_density,
+    make_target,
+)
 
 MAX_STEP = 0.125
 PILOT_N = 256

@@ -5,7 +5,7 @@
                                         [--chains 4] [--n-steps 50] [--json out.json]
 
 For every (model, sampler) pair the sampler is run ``--replicates`` times with different
-seeds on a model whose log Z is known in closed form (``tests/exact_models.py``). Two
+seeds on a model whose log Z is known in closed form (``pymc_crais/validation/testing.py``). Two
 levels are checked:
 
 * **combined** (what ``pmc.log_marginal_likelihood`` returns for a run of ``--chains``
@@ -23,16 +23,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 import warnings
 
 import numpy as np
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)  # the repository root, so that ``tests`` imports as a package
 
 MODELS = ("normal_mean", "linear_regression", "gaussian_mixture_potential")
 SAMPLERS = ("ais", "crais", "smc")
@@ -86,7 +80,7 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
 
     import pymc_crais as pmc
-    from tests import exact_models as em
+    from pymc_crais.validation import testing as em
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     samplers = [s.strip() for s in args.samplers.split(",") if s.strip()]

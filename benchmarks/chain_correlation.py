@@ -33,16 +33,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 import warnings
 
 import numpy as np
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
 
 
 def one_run(pmc, sampler, model, seed, chains, draws, init, extra):
@@ -85,10 +79,9 @@ def main(argv=None):
     if args.summary:
         summarize(args.jsonl)
         return
-    from mcse_coverage import build_case
-
     import pymc_crais as pmc
     from pymc_crais.core.estimators import combine_chain_estimates
+    from pymc_crais.validation.testing import build_case
 
     model, exact = build_case(args.case)
     extra = json.loads(args.kw)

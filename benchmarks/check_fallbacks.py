@@ -12,22 +12,18 @@ for continuous models, gradients) and the map back to named variables. Any
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def check_model(model) -> dict:
     """``{part: "ok" | "fallback: <reason>"}`` for the prior, the density and the map."""
-    from pymc_crais.samplers.compile import (
+    from pymc_crais.samplers.engine.compile import (
         PerParticleFallbackWarning,
         compile_model_density,
         parameter_layout,
     )
-    from pymc_crais.samplers.mapping import PosteriorMapper
-    from pymc_crais.samplers.prior import PriorSampler
+    from pymc_crais.samplers.engine.mapping import PosteriorMapper
+    from pymc_crais.samplers.engine.prior import PriorSampler
 
     layout = parameter_layout(model)
     builders = {

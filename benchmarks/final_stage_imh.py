@@ -6,7 +6,7 @@ SMC's estimate of ``log Z`` is complete before the last stage's moves (no reweig
 follows them), so the kernel used there changes only the posterior draws and the cost.
 ``pmc.sample_smc``'s ``kernel="auto"`` on continuous models (off funnels) is
 ``"hmc_final_imh"``: HMC below τ = 1, cross-fitted independence Metropolis at τ = 1 while a
-transition accepts at least 29 % of its proposals (``pymc_crais.core.imh.FinalIMH``).
+transition accepts at least 29 % of its proposals (``pymc_crais.core.kernels.imh.FinalIMH``).
 
 Without ``--seeds``, for each suite case in one process: both kernels once to compile, then
 each timed (4 chains, seed 1, ``cores=1``; compiled functions found in memory). Printed:
@@ -29,6 +29,7 @@ import warnings
 
 warnings.filterwarnings("ignore")
 import numpy as np
+
 import pymc_crais as pmc
 from pymc_crais.validation import get_case
 

@@ -100,7 +100,6 @@ def _instrument(times: dict, counts: dict) -> None:
     link steps) with timers; count PyTensor's compiled functions."""
     import importlib
 
-    sys.path.insert(0, str(HERE))
     from profile_defaults import LINKING, PHASES, REWRITES
 
     def wrap(label, fn):
@@ -116,8 +115,8 @@ def _instrument(times: dict, counts: dict) -> None:
     # profile_defaults' table, where its functions still live, and the annealing and output
     # of the current AnnealPlan (the same labels)
     extra = (
-        ("chains (annealing)", "pymc_crais.samplers.anneal_chain", "run_anneal_chains"),
-        ("finish", "pymc_crais.samplers.anneal_chain", "finish"),
+        ("chains (annealing)", "pymc_crais.samplers.engine.anneal_chain", "run_anneal_chains"),
+        ("finish", "pymc_crais.samplers.engine.anneal_chain", "finish"),
     )
     for label, mod, attr in (*PHASES, *extra[:2]):
         m = importlib.import_module(mod)

@@ -7,7 +7,7 @@
 The suite's cases whose Laplace fit finds no interior mode (a Hessian with non-concave
 directions: the centred funnels and the bimodal square), where ``kernel="auto"`` in
 ``pmc.sample_smc`` took ``"imh_then_hmc"`` until the batched parameter checks were fixed
-and takes ``"hmc_final_imh"`` since (pymc_crais/samplers/kernel_choice.py). For every seed,
+and takes ``"hmc_final_imh"`` since (pymc_crais/samplers/engine/kernel_choice.py). For every seed,
 ``benchmarks/validate.py`` runs ``pmc.sample_smc`` with ``kernel="hmc"``, ``"imh"``,
 ``"imh_then_hmc"`` and the default (otherwise defaults: 4 chains, 2000 particles,
 ``cores=1``) and ``pm.sample_smc`` with its defaults, each in its own process; records go to

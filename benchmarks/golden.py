@@ -20,14 +20,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
 SKIP_VARS = {"sampling_time", "wall_time"}
 

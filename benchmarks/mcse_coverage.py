@@ -4,7 +4,7 @@
                                   [--chains 4] [--jsonl runs.jsonl] [--summary]
 
 Every public sampler runs with its defaults (only ``chains``, ``cores=1``, the seed and
-``progressbar=False`` set) on the models with exact log Z of ``tests/exact_models.py``
+``progressbar=False`` set) on the models with exact log Z of ``pymc_crais/validation/testing.py``
 (and the silent-failure cases of issue 13 with ``--cases d50_regression,mixture10``), or on
 any case of the validation suite by its name (``--cases linreg_d10,eight_schools_centered``).
 Each run appends one JSON line with the per-chain ``log Ẑ_c``, within-chain variances,
@@ -20,94 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 import warnings
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # the repository root, so that ``tests`` imports as a package
-    sys.path.insert(0, ROOT)
+from pymc_crais.validation.testing import build_case
 
 SAMPLERS = ("ais", "crais", "smc", "rts")
 CASES = ("normal_mean", "beta_binomial", "linear_regression", "gaussian_mixture_potential")
-
-
-def build_case(name: str):
-    """``(model, exact log Z)`` of a named case."""
-    from tests import exact_models as em
-
-    if name == "d50_regression":  # issue 13: known noise, d = 50, n = 120
-        c = em.linear_regression(n=120, d=50, sigma=1.0, prior_sd=1.0, seed=13)
-    elif name == "mixture10":  # issue 13: 10-d mixture of 3 Gaussians as a Potential
-        c = mixture_potential(10)
-    elif name == "mixture10_unequal":  # the same with unequal widths, the narrowest heaviest
-        c = mixture_potential(10, sds=(0.2, 0.5, 1.0), weights=(0.5, 0.3, 0.2))
-    elif name == "mixture10_overlapping":  # x ~ N(0, I) times a 3-component mixture density
-        c = overlapping_mixture(10)
-    elif hasattr(em, name):
-        c = getattr(em, name)()
-    else:  # a case of the validation suite (pymc_crais.validation), exact or reference
-        from pymc_crais.validation import get_case
-
-        inst = get_case(name).build()
-        return inst.model, inst.log_z
-    return c.model, c.log_z
-
-
-def mixture_potential(d: int = 10, sds=(0.5, 0.5, 0.5), weights=(0.2, 0.3, 0.5)):
-    """Issue 13's case: a 10-d mixture of 3 well-separated Gaussians as the target, exact
-    ``log Z = 0``. ``x ~ N(0, 2² I)`` and the Potential is ``log mix(x) − log N(x; 0, 2² I)``,
-    so the posterior is the normalized mixture itself (means ``+2·1``, ``−2·1`` and
-    alternating ``±2``, sd 0.5, weights 0.2/0.3/0.5: modes 25 sd apart)."""
-    import pymc as pm
-    import pytensor.tensor as pt
-
-    from tests.exact_models import ExactModel
-
-    w = np.asarray(weights, dtype=float)
-    alt = np.where(np.arange(d) % 2 == 0, 2.0, -2.0)
-    means = np.stack([np.full(d, 2.0), np.full(d, -2.0), alt])
-    prior_sd = 2.0
-    with pm.Model() as model:
-        x = pm.Normal("x", 0.0, prior_sd, shape=d)
-        comps = [
-            np.log(w[j]) + pm.logp(pm.Normal.dist(means[j], sds[j]), x).sum() for j in range(3)
-        ]
-        prior = pm.logp(pm.Normal.dist(0.0, prior_sd), x).sum()
-        pm.Potential("mixture", pt.logsumexp(pt.stack(comps)) - prior)
-    return ExactModel("mixture10", model, 0.0)
-
-
-def overlapping_mixture(d: int = 10):
-    """``x ~ N(0, I)`` times a Potential equal to a normalized 3-component mixture density
-    (means −1, alternating ±1, +1; sds 0.3, 0.4, 0.5): ``Z = Σ_k w_k N(m_k; 0, (1 + s_k²) I)``."""
-    import pymc as pm
-    import pytensor.tensor as pt
-    from scipy import special, stats
-
-    from tests.exact_models import ExactModel
-
-    w = np.array([0.2, 0.3, 0.5])
-    means = np.stack([np.full(d, -1.0), np.zeros(d), np.full(d, 1.0)])
-    means[1, ::2] = 1.0
-    sds = np.array([0.3, 0.4, 0.5])
-    with pm.Model() as model:
-        x = pm.Normal("x", 0.0, 1.0, shape=d)
-        comps = [
-            np.log(w[j]) + pm.logp(pm.Normal.dist(means[j], sds[j]), x).sum() for j in range(3)
-        ]
-        pm.Potential("mixture", pt.logsumexp(pt.stack(comps)))
-    log_z = special.logsumexp(
-        [
-            np.log(w[j])
-            + stats.multivariate_normal(np.zeros(d), (1 + sds[j] ** 2) * np.eye(d)).logpdf(means[j])
-            for j in range(3)
-        ]
-    )
-    return ExactModel("mixture10_overlapping", model, float(log_z))
 
 
 def run(pmc, sampler: str, model, seed: int, chains: int):

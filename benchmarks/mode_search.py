@@ -21,14 +21,14 @@ import warnings
 import numpy as np
 
 from pymc_crais.core.initial import laplace_fit, search_modes
-from pymc_crais.samplers import init_auto
-from pymc_crais.samplers.compile import (
+from pymc_crais.samplers.engine import init_auto
+from pymc_crais.samplers.engine.compile import (
     compile_model_density,
     initial_point_vector,
     parameter_layout,
 )
-from pymc_crais.samplers.prior import prior_sampler
-from pymc_crais.samplers.runner import one_blas_thread
+from pymc_crais.samplers.engine.prior import prior_sampler
+from pymc_crais.samplers.engine.runner import one_blas_thread
 from pymc_crais.validation.cases import CASES
 
 

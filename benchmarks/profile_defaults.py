@@ -37,20 +37,20 @@ CASES = "linreg_d2,challenger,logistic_n50_d3,coal_poisson_trend,dirichlet_multi
 # (label, module, attribute): the functions timed, inclusively
 PHASES = (
     ("prepare (compile + init)", "pymc_crais.samplers.smc", "prepare"),
-    ("  compile model density", "pymc_crais.samplers.pipeline", "compile_model_density"),
-    ("    vectorize_graph", "pymc_crais.samplers.compile", "vectorize_graph"),
-    ("    our rewrite pass", "pymc_crais.samplers.compile", "simplify_logp_graph"),
+    ("  compile model density", "pymc_crais.samplers.engine.pipeline", "compile_model_density"),
+    ("    vectorize_graph", "pymc_crais.samplers.engine.compile", "vectorize_graph"),
+    ("    our rewrite pass", "pymc_crais.samplers.engine.compile", "simplify_logp_graph"),
     ("    pt.grad", "pytensor.tensor", "grad"),
-    ("  compile prior sampler", "pymc_crais.samplers.pipeline", "prior_sampler"),
-    ("  init (build_initial)", "pymc_crais.samplers.pipeline", "build_initial"),
-    ("    Laplace fit", "pymc_crais.samplers.init_auto", "laplace_fit"),
-    ("    mode search", "pymc_crais.samplers.init_auto", "search_modes"),
-    ("    pilot k-hat", "pymc_crais.samplers.init_auto", "_pilot_khat"),
+    ("  compile prior sampler", "pymc_crais.samplers.engine.pipeline", "prior_sampler"),
+    ("  init (build_initial)", "pymc_crais.samplers.engine.pipeline", "build_initial"),
+    ("    Laplace fit", "pymc_crais.samplers.engine.init_auto", "laplace_fit"),
+    ("    mode search", "pymc_crais.samplers.engine.init_auto", "search_modes"),
+    ("    pilot k-hat", "pymc_crais.samplers.engine.init_auto", "_pilot_khat"),
     ("scale-shift pilot", "pymc_crais.samplers.smc", "scale_shift_pilot"),
     ("chains (annealing)", "pymc_crais.samplers.smc", "run_anneal_chains"),
     ("finish", "pymc_crais.samplers.smc", "finish"),
     ("  diagnostics (check_chains)", "pymc_crais.diagnostics", "check_chains"),
-    ("  posterior mapper", "pymc_crais.samplers.pipeline", "posterior_mapper"),
+    ("  posterior mapper", "pymc_crais.samplers.engine.pipeline", "posterior_mapper"),
     ("  build DataTree", "pymc_crais.results", "build_datatree"),
     ("pareto_khat (all calls)", "pymc_crais.tail_stats", "pareto_khat"),
 )
@@ -92,7 +92,6 @@ def _worker(case: str, cores: int | None, chains: int, repeat: int, warm_session
     FunctionMaker.prepare_fgraph = staticmethod(wrap(REWRITES, FunctionMaker.prepare_fgraph))
     FunctionMaker.create = wrap(LINKING, FunctionMaker.create)
     if warm_session:
-        sys.path.insert(0, str(REPO / "benchmarks"))
         from validate import _warm_session
 
         _warm_session()

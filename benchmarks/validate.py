@@ -73,7 +73,6 @@ from typing import ClassVar
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc", "pm_batched", "pm_crsmc", "pm_crais", "bridge")
 LABELS = {

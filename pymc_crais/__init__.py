@@ -43,22 +43,22 @@ from . import warnings as warnings  # the warning classes, pymc_crais.warnings
 from .chain_result import SamplerResult, schedule_from_result
 from .comparison import ObservedDataMismatchError, bayes_factor, compare
 from .core.anneal import WeightsVanishedError
-from .cross_check import CrossCheck, cross_check
 from .core.initial import GaussianInitial, StudentTInitial
+from .cross_check import CrossCheck, cross_check
 from .diagnostics import Diagnosis, diagnose
 from .plots import plot_evidence, plot_log_weights, plot_schedule
 from .results import log_marginal_likelihood
 from .samplers.ais import sample_ais
 from .samplers.bridge import bridge_sampling
-from .samplers.compile import PerParticleFallbackWarning
 from .samplers.crais import sample_crais
+from .samplers.engine.compile import PerParticleFallbackWarning
+from .samplers.engine.runner import ChainFailedError
+from .samplers.engine.term_checks import ImpossibleModelError
 from .samplers.many import fit_many
 from .samplers.mcd import sample_mcd
 from .samplers.rts import sample_rts
-from .samplers.runner import ChainFailedError
 from .samplers.smc import sample_smc
 from .samplers.smc_kernels import CRAIS, CRSMC, BatchedSMC
-from .samplers.term_checks import ImpossibleModelError
 from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning
 
 __version__ = "0.1.0"

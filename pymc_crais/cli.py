@@ -55,7 +55,7 @@ def _compile(label: str, model) -> float:
     """Compile ``model`` before sampling it, so that its first compilation (long with cold
     PyTensor/Numba caches) is announced and timed on its own; the sampler reuses it (it is
     cached on the model). Returns the seconds taken."""
-    from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
+    from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
 
     print(f"  {label}: compiling the model...", flush=True)
     t0 = time.perf_counter()
@@ -68,7 +68,7 @@ def _run(label, model, args, sampler: str = "sample_smc", **settings):
     """One run (SMC with its defaults unless told otherwise); prints what it is doing, then a line with log Z, wall time
     (compilation included) and evaluations."""
     import pymc_crais as pmc
-    from pymc_crais.samplers.progress import counted
+    from pymc_crais.samplers.engine.progress import counted
 
     t0 = time.perf_counter()
     compile_time = _compile(label, model)
@@ -152,7 +152,7 @@ def demo(args) -> int:
     from pymc_crais.comparison import format_table
     from pymc_crais.datasets import REFERENCE_LOG_Z, load_pima, load_sonar
     from pymc_crais.models import logistic_regression
-    from pymc_crais.samplers.progress import counted
+    from pymc_crais.samplers.engine.progress import counted
 
     t_start = time.perf_counter()
     print(f"pymc_crais {pmc.__version__}: Bayes factors by pmc.sample_smc with its defaults "

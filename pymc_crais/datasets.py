@@ -7,7 +7,7 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["Dataset", "load_pima", "load_sonar", "REFERENCE_LOG_Z"]
+__all__ = ["REFERENCE_LOG_Z", "Dataset", "load_pima", "load_sonar"]
 
 #: Reference log evidences of the standard logistic-regression set-up (prior N(0, 5²),
 #: standardized predictors, no intercept) with their uncertainty.

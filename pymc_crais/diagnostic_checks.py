@@ -1,6 +1,8 @@
 """The checks behind :mod:`pymc_crais.diagnostics`: their thresholds, each chain's row of
 diagnostics from its recorded statistics, and the problems a run's rows show (each with
-what to do). Documented with the checks in :mod:`pymc_crais.diagnostics`."""
+what to do), also read back from a stored result (:func:`rows_of`, :func:`pooled_khat_of`,
+:func:`problems_of`, which :func:`pymc_crais.log_marginal_likelihood` uses too).
+Documented with the checks in :mod:`pymc_crais.diagnostics`."""
 
 from __future__ import annotations
 
@@ -9,9 +11,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core.initial import slope_problem
-from .tail_stats import KHAT_THRESHOLD, chain_agreement, heavy_tail_factor, pareto_khat
+from .result_reader import MIN_CHAINS_BETWEEN
+from .tail_stats import (
+    KHAT_THRESHOLD,
+    chain_agreement,
+    heavy_tail_factor,
+    pareto_khat,
+    pooled_pareto_khat,
+)
 
-__all__ = ["COLUMNS", "Problem", "chain_row", "find_problems"]
+__all__ = [
+    "COLUMNS",
+    "Problem",
+    "chain_row",
+    "find_problems",
+    "pooled_khat_of",
+    "problems_of",
+    "rows_of",
+    "warning_text",
+]
 
 MIN_EVES = 50
 MIN_EVES_FRACTION = 0.02
@@ -248,3 +266,64 @@ def chain_row(cs: dict) -> dict:
         else np.nan
     )
     return row
+
+
+def warning_text(problems: list[Problem]) -> str:
+    head = "the evidence estimate or its error bar is unreliable: " + ", ".join(
+        sorted({p.check for p in problems})
+    )
+    body = "\n".join(f"- {p}" for p in problems)
+    return f"{head}.\n{body}\nSee pymc_crais.diagnose(idata) for the per-chain report."
+
+
+def rows_of(view) -> list[dict]:
+    """Each chain's row of diagnostics from a read result (:func:`pymc_crais.result_reader.read_result`)."""
+    if view.source == "pymc_crais":
+        return [chain_row(cs) for cs in view.chain_stats]
+    keys = (*COLUMNS, "n_resamplings", "move_correlation_stuck_fraction", "draws")
+    return [
+        {k: cs[k] for k in keys if k in cs}
+        | {"log_marginal_likelihood": float(cs["log_marginal_likelihood"])}
+        for cs in view.chain_stats
+    ]
+
+
+def pooled_khat_of(view) -> float:
+    """The run's pooled Pareto k̂: stored by our samplers, from the weights when they are
+    kept, the largest chain's for the ``pm.sample_smc`` kernels, NaN for PyMC's own."""
+    khat = float(view.attrs.get("pareto_k_pooled", np.nan))
+    if np.isfinite(khat):
+        return khat
+    if view.has_weights:
+        return float(
+            pooled_pareto_khat(
+                [cs["log_weights"] for cs in view.chain_stats],
+                [cs["log_marginal_likelihood"] for cs in view.chain_stats],
+            )
+        )
+    ks = np.array([cs.get("pareto_k_final", np.nan) for cs in view.chain_stats], dtype=float)
+    # inf (one weight dominates) counts; only NaN (not measured) is skipped
+    return float(np.nanmax(ks)) if (~np.isnan(ks)).any() else float("nan")
+
+
+def problems_of(view, rows: list[dict] | None = None) -> list[Problem]:
+    """The failed checks of a read result; for PyMC's own kernels, only that no error can
+    be claimed with fewer than ``MIN_CHAINS_BETWEEN`` chains (nothing else is recorded)."""
+    if view.source == "pm.sample_smc":
+        if view.n_chains >= MIN_CHAINS_BETWEEN:
+            return []
+        return [
+            Problem(
+                "no_error",
+                None,
+                f"pm.sample_smc's own kernels report no within-chain error, and "
+                f"{view.n_chains} chain(s) are too few to estimate one from their spread: no "
+                "MCSE or model-probability interval is claimed.",
+                f"Run pm.sample_smc with chains={MIN_CHAINS_BETWEEN} or more, or use "
+                "pmc.sample_smc() (or pm.sample_smc(kernel=pmc.BatchedSMC)), whose chains each "
+                "carry their own error.",
+            )
+        ]
+    attrs = dict(view.attrs)
+    attrs["pareto_k_pooled"] = pooled_khat_of(view)
+    return find_problems(rows_of(view) if rows is None else rows, attrs)

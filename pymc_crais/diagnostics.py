@@ -52,14 +52,20 @@ import warnings
 import numpy as np
 
 from .diagnostic_checks import (
-    COLUMNS,
     Problem,
     chain_row,
     find_problems,
     laplace_start,
+    pooled_khat_of,
+    problems_of,
+    rows_of,
     start_summary,
+    warning_text,
 )
 from .diagnostic_report import Diagnosis, report_notes, report_table, stored_diagnosis
+from .evidence_group import read_evidence
+from .result_reader import read_result
+from .results import log_marginal_likelihood
 from .tail_stats import (
     KHAT_THRESHOLD,
     chain_agreement,
@@ -164,14 +170,6 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
     return diagnosis
 
 
-def warning_text(problems: list[Problem]) -> str:
-    head = "the evidence estimate or its error bar is unreliable: " + ", ".join(
-        sorted({p.check for p in problems})
-    )
-    body = "\n".join(f"- {p}" for p in problems)
-    return f"{head}.\n{body}\nSee pymc_crais.diagnose(idata) for the per-chain report."
-
-
 def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
     """The diagnostics report of a pymc_crais result.
 
@@ -193,17 +191,11 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
     >>> report = pmc.diagnose(idata)  # doctest: +SKIP
     >>> print(report)  # doctest: +SKIP
     """
-
-    from .result_reader import read_result
-    from .results import log_marginal_likelihood
-
     if idata is None or not (hasattr(idata, "chain_stats") or hasattr(idata, "children")):
         raise TypeError(
             f"idata must be a result (an xarray.DataTree from a pymc_crais sampler or "
             f"pm.sample_smc, or a SamplerResult), got {type(idata).__name__}"
         )
-    from .evidence_group import read_evidence
-
     stored = read_evidence(idata)
     if stored is not None:  # pmc.bridge_sampling: its own checks, stored with the estimate
         diag = stored_diagnosis(stored)
@@ -234,58 +226,3 @@ def diagnose(idata, *, verbose: bool = False) -> Diagnosis:
     if verbose:
         print(diag)
     return diag
-
-
-def rows_of(view) -> list[dict]:
-    """Each chain's row of diagnostics from a read result (:func:`pymc_crais.result_reader.read_result`)."""
-    if view.source == "pymc_crais":
-        return [chain_row(cs) for cs in view.chain_stats]
-    keys = (*COLUMNS, "n_resamplings", "move_correlation_stuck_fraction", "draws")
-    return [
-        {k: cs[k] for k in keys if k in cs}
-        | {"log_marginal_likelihood": float(cs["log_marginal_likelihood"])}
-        for cs in view.chain_stats
-    ]
-
-
-def pooled_khat_of(view) -> float:
-    """The run's pooled Pareto k̂: stored by our samplers, from the weights when they are
-    kept, the largest chain's for the ``pm.sample_smc`` kernels, NaN for PyMC's own."""
-    khat = float(view.attrs.get("pareto_k_pooled", np.nan))
-    if np.isfinite(khat):
-        return khat
-    if view.has_weights:
-        return float(
-            pooled_pareto_khat(
-                [cs["log_weights"] for cs in view.chain_stats],
-                [cs["log_marginal_likelihood"] for cs in view.chain_stats],
-            )
-        )
-    ks = np.array([cs.get("pareto_k_final", np.nan) for cs in view.chain_stats], dtype=float)
-    # inf (one weight dominates) counts; only NaN (not measured) is skipped
-    return float(np.nanmax(ks)) if (~np.isnan(ks)).any() else float("nan")
-
-
-def problems_of(view, rows: list[dict] | None = None) -> list[Problem]:
-    """The failed checks of a read result; for PyMC's own kernels, only that no error can
-    be claimed with fewer than ``MIN_CHAINS_BETWEEN`` chains (nothing else is recorded)."""
-    from .result_reader import MIN_CHAINS_BETWEEN
-
-    if view.source == "pm.sample_smc":
-        if view.n_chains >= MIN_CHAINS_BETWEEN:
-            return []
-        return [
-            Problem(
-                "no_error",
-                None,
-                f"pm.sample_smc's own kernels report no within-chain error, and "
-                f"{view.n_chains} chain(s) are too few to estimate one from their spread: no "
-                "MCSE or model-probability interval is claimed.",
-                f"Run pm.sample_smc with chains={MIN_CHAINS_BETWEEN} or more, or use "
-                "pmc.sample_smc() (or pm.sample_smc(kernel=pmc.BatchedSMC)), whose chains each "
-                "carry their own error.",
-            )
-        ]
-    attrs = dict(view.attrs)
-    attrs["pareto_k_pooled"] = pooled_khat_of(view)
-    return find_problems(rows_of(view) if rows is None else rows, attrs)

@@ -33,14 +33,17 @@ from xarray import DataTree
 
 from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
+from .diagnostic_checks import pooled_khat_of, problems_of, warning_text
 from .evidence_group import read_evidence
+from .result_reader import MIN_CHAINS_BETWEEN, read_result
+from .tail_stats import chain_agreement, heavy_tail_factor
 from .warnings import ChainDisagreementWarning, UnreliableEvidenceWarning, user_stacklevel
 
 __all__ = [
     "ChainDisagreementWarning",
-    "netcdf_attr",
     "build_datatree",
     "log_marginal_likelihood",
+    "netcdf_attr",
     "pad_stages",
 ]
 
@@ -246,9 +249,6 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     particle) from independent runs, so those ESS values count copies and R-hat only says
     whether the chains' resampled populations look alike.
     """
-    from .diagnostics import chain_agreement, heavy_tail_factor, pooled_khat_of
-    from .result_reader import MIN_CHAINS_BETWEEN, read_result
-
     if idata is None or isinstance(idata, str | bytes | int | float):
         raise TypeError(
             "idata must be the output of a pymc_crais sampler (an xarray.DataTree with "
@@ -308,8 +308,6 @@ def _warn_kernel_problems(view) -> None:
     workers (whose warnings may not reach the user); the run-level checks (pooled k̂, the
     chains' agreement) are only possible here. Warn once with every failed check, except
     the chains' disagreement, which has its own warning."""
-    from .diagnostics import problems_of, warning_text
-
     problems = [p for p in problems_of(view) if p.check != "chains"]
     if problems:
         warnings.warn(

@@ -6,7 +6,7 @@ from threadpoolctl import threadpool_limits
 @pytest.fixture(scope="session", autouse=True)
 def _one_blas_thread():
     """The tests run with BLAS limited to one thread, as every sampler runs
-    (``pymc_crais.samplers.runner.single_threaded_blas``).
+    (``pymc_crais.samplers.engine.runner.single_threaded_blas``).
 
     Many tests call the NumPy core or SciPy directly on small arrays (a Cholesky factor of a
     3 × 3 covariance, a triangular solve per half-population); with the default thread pool

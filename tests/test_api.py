@@ -9,8 +9,7 @@ import pytest
 import xarray as xr
 
 import pymc_crais as pmc
-
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 FAST = dict(draws=200, n_steps=10, chains=2, cores=1, progressbar=False)
 
@@ -158,7 +157,7 @@ def test_per_chain_seed_list(regression):
 
 
 def test_worker_errors_name_the_chain(regression, monkeypatch):
-    from pymc_crais.samplers import anneal_chain
+    from pymc_crais.samplers.engine import anneal_chain
 
     def boom(*args, **kwargs):
         raise ArithmeticError("kernel exploded")

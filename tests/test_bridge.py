@@ -18,8 +18,7 @@ from scipy import stats
 import pymc_crais as pmc
 from pymc_crais.core.bridge import bridge_estimate
 from pymc_crais.validation import exact_models as vem
-
-from .exact_models import linear_regression, normal_mean, poisson_normal
+from pymc_crais.validation.testing import linear_regression, normal_mean, poisson_normal
 
 
 def _idata(draws: dict, observed: dict | None = None, diverging=None, coords=None, dims=None):

@@ -55,7 +55,7 @@ def test_smc_chains_of_one_run_are_independent():
     A shared error of ρ = 0.15 (F ≈ 1.71) would be found with power 0.95 (the
     0.999-quantile of F(199, 600) is 1.41); independent chains fail it once in 1000."""
     import pymc_crais as pmc
-    from tests.exact_models import normal_mean
+    from pymc_crais.validation.testing import normal_mean
 
     case = normal_mean()
     err = []

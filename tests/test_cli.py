@@ -43,7 +43,7 @@ def test_demo_compiles_once_what_the_samplers_use(capsys):
     """The demo compiles each model up front (to announce and time it); the samplers it then
     runs must reuse that compilation, not compile the density again."""
     import pymc_crais as pmc
-    from pymc_crais.samplers import compile as compile_mod
+    from pymc_crais.samplers.engine import compile as compile_mod
 
     X = np.random.default_rng(0).normal(size=(30, 2))
     y = (X[:, 0] > 0).astype(int)

@@ -10,7 +10,7 @@ from xarray import DataTree
 
 import pymc_crais as pmc
 from pymc_crais.comparison import evidence_estimate, format_table
-from tests import exact_models
+from pymc_crais.validation import testing as em
 
 
 def _tree(lml, mcse=None, y=(0.0, 1.0, 1.0)):
@@ -152,8 +152,8 @@ def test_bad_inputs_name_the_fix():
 def test_bayes_factor_of_two_conjugate_models_matches_the_exact_one():
     """y ~ N(μ, 1), μ ~ N(0, 2²) against μ ~ N(0, 10²): the exact log BF is known; the
     estimate must be within 4·MCSE + 0.02 of it."""
-    m2 = exact_models.normal_mean(prior_sd=2.0)
-    m10 = exact_models.normal_mean(prior_sd=10.0)
+    m2 = em.normal_mean(prior_sd=2.0)
+    m10 = em.normal_mean(prior_sd=10.0)
     runs = {
         name: pmc.sample_crais(model=m.model, draws=400, n_steps=60, chains=4, cores=1,
                                random_seed=3, progressbar=False)

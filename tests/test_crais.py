@@ -6,8 +6,7 @@ import pytest
 
 import pymc_crais as pmc
 from pymc_crais.core.schedules import interpolate_schedule
-
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 QUICK = dict(chains=4, cores=1, progressbar=False)
 
@@ -264,7 +263,7 @@ def test_power_mean_tuning_sees_a_narrow_posterior():
     ],
 )
 def test_final_transitions_rule(acceptance, n, expected):
-    from pymc_crais.samplers.crais import final_transitions
+    from pymc_crais.samplers.engine.crais_plan import final_transitions
 
     assert final_transitions(acceptance, n) == expected
 

@@ -21,9 +21,8 @@ from pymc_crais.core.density import FunctionDensity, InfiniteDensityError
 from pymc_crais.core.estimators import combine_chain_estimates
 from pymc_crais.core.initial import laplace_fit
 from pymc_crais.core.tails import log_weight_tail, pareto_tail_size
-from pymc_crais.samplers.term_checks import ImpossibleModelError
-
-from . import exact_models as em
+from pymc_crais.samplers.engine.term_checks import ImpossibleModelError
+from pymc_crais.validation import testing as em
 
 QUIET = {"cores": 1, "progressbar": False}
 
@@ -412,8 +411,7 @@ def _run_default(sampler, model, seed):
 )
 def test_issue13_silent_failures_are_right_or_flagged(case, sampler):
     """Issue 13's table: every miss by more than 3 MCSE must raise the warning."""
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent.parent / "benchmarks"))
-    from mcse_coverage import build_case
+    from pymc_crais.validation.testing import build_case
 
     model, exact = build_case(case)
     value, mcse, flagged = _run_default(sampler, model, 2026)

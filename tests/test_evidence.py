@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import pymc_crais as pmc
-
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 CASES = [
     # (builder, sample_ais settings, largest acceptable mcse)

@@ -9,12 +9,12 @@ import pytest
 from scipy import special, stats
 
 import pymc_crais as pmc
-from tests import exact_models
+from pymc_crais.validation import testing as em
 
 
 @pytest.fixture(scope="module")
 def case():
-    reg = exact_models.linear_regression()
+    reg = em.linear_regression()
     idata = pmc.sample_crais(model=reg.model, draws=300, n_steps=40, chains=2, cores=1,
                              random_seed=11, progressbar=False)
     return reg, idata
@@ -58,7 +58,7 @@ def test_compute_log_likelihood_matches_the_model(case):
 
 
 def test_log_likelihood_through_idata_kwargs():
-    reg = exact_models.normal_mean()
+    reg = em.normal_mean()
     idata = pmc.sample_ais(model=reg.model, draws=100, n_steps=10, chains=1, cores=1,
                            random_seed=1, progressbar=False, idata_kwargs={"log_likelihood": True})
     assert idata["log_likelihood"]["y"].shape == (1, 100, 20)

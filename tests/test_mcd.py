@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import pymc_crais as pmc
-from tests.exact_models import linear_regression
+from pymc_crais.validation.testing import linear_regression
 
 
 @pytest.fixture(scope="module")

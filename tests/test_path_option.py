@@ -1,12 +1,11 @@
-"""path="moment_averaging" in sample_smc and sample_ais (samplers/path_option.py)."""
+"""path="moment_averaging" in sample_smc and sample_ais (samplers/engine/path_option.py)."""
 
 import numpy as np
 import pymc as pm
 import pytest
 
 import pymc_crais as pmc
-
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 QUICK = dict(chains=2, cores=1, progressbar=False)
 

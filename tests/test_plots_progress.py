@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 
 import pymc_crais as pmc
-from pymc_crais.samplers import progress as progress_mod
-from pymc_crais.samplers.progress import ChainProgress, stage_callback
-from tests import exact_models
+from pymc_crais.samplers.engine import progress as progress_mod
+from pymc_crais.samplers.engine.progress import ChainProgress, stage_callback
+from pymc_crais.validation import testing as em
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 @pytest.fixture(scope="module")
 def runs():
-    m = exact_models.normal_mean()
+    m = em.normal_mean()
     crais = pmc.sample_crais(model=m.model, draws=200, n_steps=30, chains=2, cores=1,
                              random_seed=1, progressbar=False)
     ais = pmc.sample_ais(model=m.model, draws=200, n_steps=20, chains=2, cores=1,
@@ -51,7 +51,7 @@ def test_plot_schedule_draws_one_line_per_chain_and_result(runs):
 def one_stage():
     """sample_smc with its defaults on a small conjugate model: init="auto" starts close
     enough to the posterior that every chain goes from tau = 0 to 1 in one stage."""
-    m = exact_models.normal_mean()
+    m = em.normal_mean()
     run = pmc.sample_smc(model=m.model, draws=200, chains=2, cores=1, random_seed=1,
                          progressbar=False)
     assert run.sample_stats["n_stages"].values.tolist() == [1, 1]  # what the test is about
@@ -207,7 +207,7 @@ def test_non_interactive_progress_prints_one_line_per_chain(runs):
 
 
 def test_live_progress_receives_stage_reports_from_the_loop():
-    m = exact_models.normal_mean()
+    m = em.normal_mean()
     out = io.StringIO()
     seen = []
     bar = ChainProgress(True, 1, "AIS", interactive=True, stream=out)
@@ -232,7 +232,7 @@ def test_live_progress_receives_stage_reports_from_the_loop():
 def test_progressbar_through_worker_processes_reports_every_chain(capfd):
     """cores=2: stage reports travel through the queue; with a non-terminal stderr the
     display prints exactly one line per chain."""
-    m = exact_models.normal_mean()
+    m = em.normal_mean()
     pmc.sample_ais(model=m.model, draws=100, n_steps=10, chains=2, cores=2, random_seed=4,
                    progressbar=True)
     err = capfd.readouterr().err
@@ -242,7 +242,7 @@ def test_progressbar_through_worker_processes_reports_every_chain(capfd):
 
 def test_plot_schedule_reads_a_sampler_result():
     """return_inferencedata=False gives a SamplerResult: read like a DataTree."""
-    case = exact_models.normal_mean()
+    case = em.normal_mean()
     raw = pmc.sample_ais(model=case.model, draws=50, n_steps=5, chains=1, cores=1,
                          random_seed=1, progressbar=False, return_inferencedata=False)
     ax = pmc.plot_schedule(raw)

@@ -2,7 +2,7 @@
 
 Every case either raises an error that names the argument or variable and the fix, or
 returns the exact evidence within the run's own error bar (tolerances from the reported
-MCSE, as :func:`tests.exact_models.assert_evidence`). Behaviours are documented in
+MCSE, as :func:`pymc_crais.validation.testing.assert_evidence`). Behaviours are documented in
 docs/reliability.md.
 """
 
@@ -25,10 +25,9 @@ import pytest
 from scipy import special, stats
 
 import pymc_crais as pmc
-from pymc_crais.samplers import anneal_chain, runner
-from pymc_crais.samplers.anneal_chain import run_anneal_chain as _ORIGINAL_RUN_CHAIN
-
-from . import exact_models as em
+from pymc_crais.samplers.engine import anneal_chain, runner
+from pymc_crais.samplers.engine.anneal_chain import run_anneal_chain as _ORIGINAL_RUN_CHAIN
+from pymc_crais.validation import testing as em
 
 QUIET = {"cores": 1, "progressbar": False}
 
@@ -508,7 +507,7 @@ def test_mcse_calibration_reduced():
 
 def test_jax_backend_runs_in_process_reproducibly():
     """JAX-compiled functions never go to worker processes: with cores=2 the chains run in
-    this process, batched (samplers/chain_batch.py), as with cores=1; the same seed gives the
+    this process, batched (samplers/engine/chain_batch.py), as with cores=1; the same seed gives the
     same run (prior draws are compiled with Numba). Runs in a subprocess: a JAX runtime in
     the test process would make later forking tests unsafe."""
     pytest.importorskip("jax")

@@ -8,8 +8,7 @@ import xarray as xr
 
 import pymc_crais as pmc
 from pymc_crais import schedule_from_result
-
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 QUICK = {"chains": 2, "cores": 1, "progressbar": False}
 SMALL = {"draws": 300, "n_temperatures": 20, "n_sweeps": 200, "ladder": "exponential", "ladder_kwargs": {"tau_min": 1e-3}}

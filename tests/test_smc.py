@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import pymc_crais as pmc
-
-from . import exact_models as em
+from pymc_crais.validation import testing as em
 
 QUICK = dict(chains=4, cores=1, progressbar=False)
 

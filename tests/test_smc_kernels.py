@@ -8,9 +8,8 @@ import pymc as pm
 import pytest
 
 import pymc_crais as pmc
+from pymc_crais.validation import testing as em
 from pymc_crais.warnings import MaxStepsWarning
-
-from . import exact_models as em
 
 KERNELS = [pmc.BatchedSMC, pmc.CRSMC, pmc.CRAIS]
 PM = dict(cores=1, progressbar=False, compute_convergence_checks=False)
@@ -155,7 +154,7 @@ def test_drop_in_on_a_discrete_model():
 def test_a_drop_in_chain_is_a_chain_of_our_sampler():
     """Driven by PyMC's loop, a BatchedSMC chain is the same bits as the chain that
     pmc.sample_smc runs with the same plan seed and chain generator."""
-    from pymc_crais.samplers.anneal_chain import run_anneal_chain
+    from pymc_crais.samplers.engine.anneal_chain import run_anneal_chain
     from pymc_crais.samplers.smc import plan_smc
 
     case = em.normal_mean()

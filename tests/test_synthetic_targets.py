@@ -1,16 +1,18 @@
-"""The synthetic targets of benchmarks/bench_synthetic.py: normalized, with correct gradients."""
+"""The synthetic targets of benchmarks/bench_synthetic.py (pymc_crais.validation.synthetic_targets): normalized, with correct gradients."""
 
 import itertools
-import os
-import sys
 
 import numpy as np
 import pytest
 from scipy import integrate
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-
-from synthetic_targets import EXTRA_TARGETS, TARGETS, make_density, make_target, mixture_means
+from pymc_crais.validation.synthetic_targets import (
+    EXTRA_TARGETS,
+    TARGETS,
+    make_density,
+    make_target,
+    mixture_means,
+)
 
 NAMES = sorted({**TARGETS, **EXTRA_TARGETS})
 

@@ -76,8 +76,8 @@ def test_exact_reference_matches_importance_sampling(name):
 def test_hierarchical_quadrature_matches_monte_carlo_over_tau():
     """The 1-D quadrature over τ against plain Monte Carlo over τ's prior (the eight-schools
     data; the Gaussian marginal given τ is shared, the integration is independent)."""
-    from pymc_crais.validation.exact_models import hier_marginal_cov as _hier_marginal_cov
     from pymc_crais.validation.data import EIGHT_SCHOOLS
+    from pymc_crais.validation.exact_models import hier_marginal_cov as _hier_marginal_cov
 
     exact = get_case("eight_schools_centered").build().log_z
     assert exact == pytest.approx(get_case("eight_schools_noncentered").build().log_z, abs=1e-12)

@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 from pymc_crais.validation import cases, get_case
 from pymc_crais.validation.numeric import (

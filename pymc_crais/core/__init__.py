@@ -14,7 +14,7 @@ from .kernels import (
     RandomWalkMetropolis,
     make_kernel,
 )
-from .moves import CorrelationStop, Moves
+from .kernels.moves import CorrelationStop, Moves
 from .particles import ParticleState
 from .paths import AnnealingPath, ArrayTauPath, GeometricPath, PowerMeanPath, make_path
 from .resampling import ResamplingPolicy

@@ -7,7 +7,7 @@ Stage ``k`` (docs/algorithms.md, "Annealed importance sampling (AIS)" and "Tempe
    ``log Ẑ += log Σ_j W_j · exp(incr_j)`` with ``W`` the normalized weights;
 3. the :class:`~pymc_crais.core.resampling.ResamplingPolicy` may resample (never = AIS,
    always, or when the ESS falls below ``κN``), after which ``W`` is uniform;
-4. the kernel is tuned from the population, then the :class:`~pymc_crais.core.moves.Moves`
+4. the kernel is tuned from the population, then the :class:`~pymc_crais.core.kernels.moves.Moves`
    object moves every particle with transitions invariant for ``γ_{τ_k}``.
 
 Without resampling the accumulated ``log Ẑ`` equals ``logsumexp(log w) − log N`` exactly
@@ -26,8 +26,8 @@ import numpy as np
 from ..warnings import MaxStepsWarning, user_stacklevel
 from .density import BatchedDensity
 from .estimators import ancestry_variance
-from .kernel_base import KernelInfo, MutationKernel, ParamsByTau
-from .moves import MoveResult, Moves, mean_correlation
+from .kernels.kernel_base import KernelInfo, MutationKernel, ParamsByTau
+from .kernels.moves import MoveResult, Moves, mean_correlation
 from .particles import ParticleState
 from .paths import AnnealingPath
 from .records import AnnealResult, StageRecord, WeightsVanishedError
@@ -53,7 +53,7 @@ class AnnealOptions:
     Attributes
     ----------
     moves : Moves, default one transition per stage
-        Transitions per stage and when to stop (:mod:`pymc_crais.core.moves`).
+        Transitions per stage and when to stop (:mod:`pymc_crais.core.kernels.moves`).
     resampling : ResamplingPolicy, default never (AIS)
     max_stages : int, default 100000
         Cap on the stages; if τ < 1 then, the last stage jumps to τ = 1 with a warning
@@ -70,7 +70,7 @@ class AnnealOptions:
         ``P ≥ 2``: waste-free SMC (Dau & Chopin 2022). A resampling stage draws only
         ``M = ⌈N / P⌉`` particles, each starts a chain of ``P`` states (``P − 1``
         transitions), and all states (cut to ``N``) are the new, equally weighted
-        population (:meth:`~pymc_crais.core.moves.Moves.run_chains`); stages without
+        population (:meth:`~pymc_crais.core.kernels.moves.Moves.run_chains`); stages without
         resampling move as ``moves`` says. 0: off.
     """
 
@@ -261,10 +261,10 @@ def anneal(
         n_mcmc_steps : int, "auto" or "pymc", default 1
             Kernel transitions per stage. ``"auto"`` moves until the 0.9-quantile of the
             coordinates' correlations with the positions at the start of the stage is below
-            ``max_correlation`` (:class:`~pymc_crais.core.moves.QuantileCorrelationStop`);
+            ``max_correlation`` (:class:`~pymc_crais.core.kernels.moves.QuantileCorrelationStop`);
             ``"pymc"`` until the mean correlation drops by less than
             ``correlation_threshold`` in one transition (or below 0.1: PyMC's rule,
-            :class:`~pymc_crais.core.moves.CorrelationStop`); both at most
+            :class:`~pymc_crais.core.kernels.moves.CorrelationStop`); both at most
             ``max_mcmc_steps`` times.
         max_mcmc_steps : int, default 20
         correlation_threshold : float, default 0.01

@@ -1,19 +1,21 @@
 """The samplers of PyMC models, and what they need from a model.
 
-A PyMC model becomes one batched NumPy function (``compile``), a vectorized prior sampler
-(``prior``) and a map back to named variables (``mapping``); every public sampler (``ais``,
-``crais``, ``smc``, ``rts``; ``smc_kernels`` for ``pm.sample_smc``) runs the NumPy core on
-them through one set-up and finish path (``options``, ``pipeline``), one chain runner
-(``runner``) and one tuning module (``tuning``). See docs/architecture.md.
+This folder holds the public samplers, one module each (``ais``, ``crais``, ``smc``,
+``rts``, ``mcd``, ``bridge``; ``smc_kernels`` for ``pm.sample_smc``; ``many`` for
+``fit_many``). What they share is in :mod:`.engine`: a PyMC model becomes one batched NumPy
+function (``engine.compile``), a vectorized prior sampler (``engine.prior``) and a map back
+to named variables (``engine.mapping``); every sampler runs the NumPy core on them through
+one set-up and finish path (``engine.options``, ``engine.pipeline``), one chain runner
+(``engine.runner``) and one tuning module (``engine.tuning``). See docs/architecture.md.
 """
 
 from .ais import sample_ais
-from .compile import ModelDensity, PerParticleFallbackWarning, compile_model_density
 from .crais import sample_crais
-from .mapping import PosteriorMapper
-from .prior import PriorSampler
+from .engine.compile import ModelDensity, PerParticleFallbackWarning, compile_model_density
+from .engine.mapping import PosteriorMapper
+from .engine.prior import PriorSampler
+from .engine.runner import ChainFailedError
 from .rts import sample_rts
-from .runner import ChainFailedError
 from .smc import sample_smc
 
 __all__ = [

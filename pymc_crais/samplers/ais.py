@@ -11,13 +11,13 @@ import time
 
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
-from .anneal_chain import run_anneal_chains
 from .crais import sample_crais
-from .options import RunOptions, check_int, resolve_schedule
-from .path_option import build_path, check_path
-from .pipeline import finish, prepare
-from .runner import single_threaded_blas
-from .tuning import scale_shift_pilot, thermodynamic_pilot
+from .engine.anneal_chain import run_anneal_chains
+from .engine.options import RunOptions, check_int, resolve_schedule
+from .engine.path_option import build_path, check_path
+from .engine.pipeline import finish, prepare
+from .engine.runner import single_threaded_blas
+from .engine.tuning import scale_shift_pilot, thermodynamic_pilot
 
 __all__ = ["sample_ais"]
 
@@ -109,7 +109,7 @@ def sample_ais(
     model : pymc.Model, optional
         Defaults to the model on the context stack.
     init : "auto", "prior", "laplace", dict or GaussianInitial, default "auto"
-        Initial distribution ``q0`` (see :func:`pymc_crais.samplers.init_option.build_initial`):
+        Initial distribution ``q0`` (see :func:`pymc_crais.samplers.engine.init_option.build_initial`):
         ``"auto"`` checks a Laplace fit (converged, interior mode, a single mode found by
         short optimizations from prior draws, the Pareto k̂ of a pilot's weights) and starts
         from a Student-t there, a widened one, or the prior (what it chose and why:

@@ -3,7 +3,7 @@
 The draws of the ``posterior`` group (constrained, named) are mapped to the model's
 unconstrained value space by the model's own transforms, in one compiled batched call; the
 model's log-density (log prior with Jacobians plus log-likelihood) is evaluated by the
-package's batched compiled function (:mod:`pymc_crais.samplers.compile`); the estimator is
+package's batched compiled function (:mod:`pymc_crais.samplers.engine.compile`); the estimator is
 :func:`pymc_crais.core.bridge.bridge_estimate`. The input's convergence (R-hat, divergences,
 effective draws) and the estimate's own checks (Pareto k̂ of the proposal's importance
 weights, convergence of the iteration) end in an :class:`~pymc_crais.UnreliableEvidenceWarning`
@@ -24,7 +24,7 @@ from ..core.initial import LaplaceFit, search_modes
 from ..evidence_group import attach_evidence
 from ..tail_stats import KHAT_THRESHOLD, arviz_array_stats, pareto_khat
 from ..warnings import UnreliableEvidenceWarning, user_stacklevel
-from .compile import (
+from .engine.compile import (
     ParameterLayout,
     PerParticleFallbackWarning,
     cached_on_model,
@@ -32,9 +32,9 @@ from .compile import (
     parameter_layout,
     resolve_compile_kwargs,
 )
-from .memory import block_rows, check_memory_budget
-from .prior import prior_sampler
-from .reproducible import compile_function
+from .engine.memory import block_rows, check_memory_budget
+from .engine.prior import prior_sampler
+from .engine.reproducible import compile_function
 
 __all__ = ["RHAT_THRESHOLD", "bridge_sampling", "unconstrained_draws"]
 

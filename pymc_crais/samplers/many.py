@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from .pipeline import check_executor
+from .engine.pipeline import check_executor
 
 __all__ = ["fit_many"]
 
@@ -55,7 +55,7 @@ def _fit_one(payload: bytes):
     """Worker entry: unpickle ``(sampler, model, kwargs)`` and run it."""
     import cloudpickle
 
-    from .reproducible import pytensor_lock
+    from .engine.reproducible import pytensor_lock
 
     with pytensor_lock():  # unpickling a model builds graphs (threaded workers)
         sampler, model, kwargs = cloudpickle.loads(payload)

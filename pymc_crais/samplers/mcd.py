@@ -1,6 +1,6 @@
 """``sample_mcd``: differentiable annealing (MCD, ULA, UHA) on PyMC models.
 
-The NumPy core (:mod:`pymc_crais.core.ula`, :mod:`pymc_crais.core.mcd`) learns the step
+The NumPy core (:mod:`pymc_crais.core.learned.ula`, :mod:`pymc_crais.core.learned.mcd`) learns the step
 sizes, the initial Gaussian and the schedule (and, for MCD, the backward network) by
 maximizing the ELBO, then estimates ``log Z`` from fresh trajectories. This module only
 adapts a PyMC model to it: the batched log-density and gradient of the shared set-up, an
@@ -8,7 +8,7 @@ exact batched Hessian-vector product compiled by PyTensor (needed to differentia
 through the chain), and standardized coordinates from a Laplace fit.
 
 The set-up and result helpers of the sampler layer are used in one place each
-(:func:`pymc_crais.samplers.pipeline.prepare` and ``finish``).
+(:func:`pymc_crais.samplers.engine.pipeline.prepare` and ``finish``).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import time
 import numpy as np
 
 from ..core.initial import laplace_fit
-from ..core.mcd import METHODS
-from .compile import initial_point_vector, joined_scalar_graph, uses_jax
-from .jax_data import DataCompiler
-from .mcd_chain import MCDTask, run_mcd_chain
-from .options import RunOptions, check_int
-from .pipeline import finish, prepare
-from .progress import ChainProgress
-from .runner import run_chains, single_threaded_blas
+from ..core.learned.mcd import METHODS
+from .engine.compile import initial_point_vector, joined_scalar_graph, uses_jax
+from .engine.jax_data import DataCompiler
+from .engine.mcd_chain import MCDTask, run_mcd_chain
+from .engine.options import RunOptions, check_int
+from .engine.pipeline import finish, prepare
+from .engine.progress import ChainProgress
+from .engine.runner import run_chains, single_threaded_blas
 
 __all__ = ["sample_mcd"]
 

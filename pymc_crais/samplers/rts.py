@@ -19,12 +19,12 @@ from ..core.schedules import (
     validate_schedule,
 )
 from ..warnings import RTSInitialLoopWarning, user_stacklevel
-from .options import RunOptions, check_int
-from .pipeline import RunSetup, finish, fresh_kernel, prepare
-from .progress import ChainProgress
-from .rts_chain import RTSTask, run_rts_chain
-from .runner import run_chains, single_threaded_blas
-from .tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
+from .engine.options import RunOptions, check_int
+from .engine.pipeline import RunSetup, finish, fresh_kernel, prepare
+from .engine.progress import ChainProgress
+from .engine.rts_chain import RTSTask, run_rts_chain
+from .engine.runner import run_chains, single_threaded_blas
+from .engine.tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
 
 __all__ = ["sample_rts"]
 

@@ -6,12 +6,12 @@ import time
 
 import numpy as np
 
-from ..core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from ..core.paths import make_path
-from ..core.run_length import predicted_mcse
 from ..core.schedules import FIXED_SCHEDULES, FixedSchedule, Schedule
-from .anneal_chain import AnnealPlan
-from .options import (
+from ..core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
+from ..core.schedules.run_length import predicted_mcse
+from .engine.anneal_chain import AnnealPlan
+from .engine.options import (
     ADAPTIVE_SCHEDULES,
     RunOptions,
     check_int,
@@ -19,16 +19,11 @@ from .options import (
     is_auto,
     resolve_schedule,
 )
-from .path_option import build_path, check_path
-from .pipeline import prepare
-from .runner import single_threaded_blas
-from .tuning import (
-    DEFAULT_TARGET_MCSE,
-    check_target_mcse,
-    rate_for_steps,
-    scale_shift_pilot,
-    start_length_point,
-)
+from .engine.path_option import build_path, check_path
+from .engine.pipeline import prepare
+from .engine.runner import single_threaded_blas
+from .engine.start_point import DEFAULT_TARGET_MCSE, check_target_mcse, start_length_point
+from .engine.tuning import rate_for_steps, scale_shift_pilot
 
 __all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
 
@@ -148,7 +143,7 @@ def plan_smc(
     **kernel_kwargs,
 ) -> AnnealPlan:
     """:func:`sample_smc`'s checks, set-up and pilot: the run, ready for its chains
-    (:class:`~pymc_crais.samplers.anneal_chain.AnnealPlan`). Same arguments."""
+    (:class:`~pymc_crais.samplers.engine.anneal_chain.AnnealPlan`). Same arguments."""
     t_start = time.perf_counter()
     if start is not None:
         raise ValueError(

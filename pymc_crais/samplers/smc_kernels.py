@@ -11,9 +11,9 @@ samplers:
 * the run-level work (checks, compilation, the automatic start ``init="auto"`` with its
   exact importance weights, pilots, CR-AIS's tuning run) is done once when PyMC builds the
   kernel (:func:`~pymc_crais.samplers.smc.plan_smc`,
-  :func:`~pymc_crais.samplers.crais.plan_crais`);
+  :func:`~pymc_crais.samplers.engine.crais_plan.plan_crais`);
 * each chain is the same annealing task as in our samplers, driven one stage per
-  ``update_beta_and_weights`` (:func:`~pymc_crais.samplers.anneal_chain.iter_anneal_chain`):
+  ``update_beta_and_weights`` (:func:`~pymc_crais.samplers.engine.anneal_chain.iter_anneal_chain`):
   the stage's reweighting, resampling and moves happen there, so ``resample``, ``tune`` and
   ``mutate`` have nothing left to do.
 
@@ -32,10 +32,10 @@ import numpy as np
 from pymc.smc.kernels import SMC_KERNEL
 
 from ..chain_result import ChainResult
-from .anneal_chain import AnnealPlan, iter_anneal_chain
-from .compile import parameter_layout
-from .runner import one_blas_thread
-from .term_checks import explain_model_errors
+from .engine.anneal_chain import AnnealPlan, iter_anneal_chain
+from .engine.compile import parameter_layout
+from .engine.runner import one_blas_thread
+from .engine.term_checks import explain_model_errors
 
 __all__ = ["CRAIS", "CRSMC", "DROP_IN_FINAL_STATS", "BatchedSMC"]
 
@@ -335,6 +335,6 @@ class CRAIS(_PlannedKernel):
     threshold_refusal = "CRAIS anneals on a tuned constant-rate schedule (n_steps=, delta=)"
 
     def _make_plan(self, arguments):
-        from .crais import plan_crais
+        from .engine.crais_plan import plan_crais
 
         return plan_crais(**arguments)

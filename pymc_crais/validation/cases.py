@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
+from .applied_models import APPLIED_SPECS
 from .exact_models import (
     beta_binomial,
     bimodal_square,
@@ -48,7 +49,6 @@ from .exact_models import (
     student_t_loc_scale,
     student_t_location,
 )
-from .applied_models import APPLIED_SPECS
 from .glm_models import (
     beetles,
     challenger,

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from pymc_crais.core import FunctionDensity, ParticleState, anneal, make_kernel, make_path
-from pymc_crais.core.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from pymc_crais.core.schedules import interpolate_schedule, linear_schedule
+from pymc_crais.core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
 from pymc_crais.core.weights import ess_from_log_weights, logsumexp
 
 

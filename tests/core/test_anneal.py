@@ -387,7 +387,7 @@ def test_params_by_tau_lookup_and_replay():
 @pytest.mark.filterwarnings("ignore:max_steps=6")
 def test_options_object_equals_flat_settings():
     from pymc_crais.core.anneal import AnnealOptions
-    from pymc_crais.core.moves import Moves
+    from pymc_crais.core.kernels.moves import Moves
     from pymc_crais.core.resampling import ResamplingPolicy
 
     def run(**kw):

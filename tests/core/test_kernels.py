@@ -13,8 +13,8 @@ import sys
 import numpy as np
 import pytest
 
-import pymc_crais.core.imh as imh_mod
 import pymc_crais.core.kernels as kernels_mod
+import pymc_crais.core.kernels.imh as imh_mod
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import (
     HMC,

@@ -25,7 +25,7 @@ from pymc_crais.core.kernels import (
 from pymc_crais.core.particles import ParticleState
 from pymc_crais.core.paths import make_path
 from pymc_crais.core.schedules import make_fixed_schedule
-from tests.exact_models import linear_regression_density
+from pymc_crais.validation.testing import linear_regression_density
 
 
 def _pooled_error(kernel_cls, seeds, n=300, n_steps=200):

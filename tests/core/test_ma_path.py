@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_crais.core.adaptive import ESSSchedule
 from pymc_crais.core.anneal import anneal
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import make_kernel
 from pymc_crais.core.ma_path import MomentAveragingPath
 from pymc_crais.core.particles import ParticleState
 from pymc_crais.core.paths import make_path
+from pymc_crais.core.schedules.adaptive import ESSSchedule
 
 D = 3
 

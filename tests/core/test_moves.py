@@ -1,4 +1,4 @@
-"""The move object (core/moves.py): transition counts, the stopping rules ("auto": absolute,
+"""The move object (core/kernels/moves.py): transition counts, the stopping rules ("auto": absolute,
 "pymc": PyMC's relative rule), re-tuning, waste-free chains."""
 
 from __future__ import annotations
@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from pymc_crais.core.kernels import KernelInfo, MutationKernel
-from pymc_crais.core.moves import CorrelationStop, Moves, QuantileCorrelationStop, mean_correlation
+from pymc_crais.core.kernels.moves import (
+    CorrelationStop,
+    Moves,
+    QuantileCorrelationStop,
+    mean_correlation,
+)
 from pymc_crais.core.particles import ParticleState
 
 

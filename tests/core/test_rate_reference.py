@@ -14,9 +14,13 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from pymc_crais.core.adaptive import ConstantRateSchedule, rate_statistics
 from pymc_crais.core.paths import make_path
-from pymc_crais.core.rate_reference import RateReference, reference_rate_for_steps, reference_schedule
+from pymc_crais.core.schedules.adaptive import ConstantRateSchedule, rate_statistics
+from pymc_crais.core.schedules.rate_reference import (
+    RateReference,
+    reference_rate_for_steps,
+    reference_schedule,
+)
 
 GRID = np.linspace(-10.0, 10.0, 8_001)
 DX = GRID[1] - GRID[0]
@@ -148,7 +152,7 @@ def test_rate_variance_survives_overflowing_g_squared():
     delta = rng.normal(0.0, 1.0, size=50)
     lw = rng.normal(size=50)
     v_direct, log_r = rate_statistics(delta, lw, 0.0, path, weighted=True)
-    from pymc_crais.core.adaptive import _log_space_variance
+    from pymc_crais.core.schedules.adaptive import _log_space_variance
 
     z = delta - log_r  # τ = 0: a = Δ − c
     assert _log_space_variance(z, lw, 1.0) == pytest.approx(v_direct, rel=1e-9)

@@ -1,9 +1,9 @@
-"""The choice of an AIS run's length from measured relative variances (core/run_length.py)."""
+"""The choice of an AIS run's length from measured relative variances (core/schedules/run_length.py)."""
 
 import numpy as np
 import pytest
 
-from pymc_crais.core.run_length import (
+from pymc_crais.core.schedules.run_length import (
     LengthPoint,
     choose_length,
     predicted_mcse,

@@ -41,7 +41,7 @@ def test_sigmoid(n_steps, scale):
     _check_shape_and_ends(taus, n_steps)
     # independent formula (docs/algorithms.md, "Schedules")
     k = np.arange(n_steps + 1) / n_steps
-    sig = lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))  # noqa: E731
+    sig = lambda v: 0.5 * (1.0 + np.tanh(0.5 * v))
     ref = (sig(scale * (k - 0.5)) - sig(-scale / 2)) / (sig(scale / 2) - sig(-scale / 2))
     np.testing.assert_allclose(taus, ref, rtol=1e-9, atol=1e-13)
     # symmetric about the middle: τ_k + τ_{M−k} = 1

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from pymc_crais.core.mcd import ResidualScore, estimate, train
-from pymc_crais.core.ula import (
+from pymc_crais.core.learned.mcd import ResidualScore, estimate, train
+from pymc_crais.core.learned.ula import (
     Adam,
     DensityTarget,
     FunctionTarget,
@@ -15,7 +15,7 @@ from pymc_crais.core.ula import (
     uha_log_weights,
     ula_log_weights,
 )
-from tests.exact_models import linear_regression_density
+from pymc_crais.validation.testing import linear_regression_density
 
 D, K, N = 3, 5, 7
 A = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 0.5]])

@@ -1,19 +1,18 @@
 """Waste-free SMC (Dau & Chopin 2022) in the annealing loop, and the trajectory-length rule
-and dense metric of HMC (core/hmc.py) on Gaussian targets."""
+and dense metric of HMC (core/kernels/hmc.py) on Gaussian targets."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pymc_crais.core.adaptive import ESSSchedule
 from pymc_crais.core.anneal import AnnealOptions, anneal
 from pymc_crais.core.density import FunctionDensity
-from pymc_crais.core.hmc import HMC
+from pymc_crais.core.kernels.hmc import HMC
 from pymc_crais.core.particles import ParticleState
 from pymc_crais.core.paths import make_path
-
-from ..exact_models import linear_regression_density
+from pymc_crais.core.schedules.adaptive import ESSSchedule
+from pymc_crais.validation.testing import linear_regression_density
 
 
 def _smc(seed, n=1000, **settings):

@@ -3,7 +3,7 @@
 PyTensor's Numba backend caches compiled kernels on disk (``<base_compiledir>/numba``). With
 Numba's fast-math flags a kernel compiled in the process and the same kernel loaded from that
 cache could round differently, so a seeded run gave different bits with a cold and a warm
-cache (see :func:`pymc_crais.samplers.compile.reproducible_compile`). These tests run a seeded
+cache (see :func:`pymc_crais.samplers.engine.compile.reproducible_compile`). These tests run a seeded
 sampler in two fresh processes sharing a private, initially empty cache directory: the first
 compiles everything, the second loads it, and both must agree bit for bit.
 """

@@ -7,15 +7,15 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 
-from pymc_crais.samplers import compile as compile_mod
-from pymc_crais.samplers import gradients as gradients_mod
-from pymc_crais.samplers.compile import (
+from pymc_crais.samplers.engine import compile as compile_mod
+from pymc_crais.samplers.engine import gradients as gradients_mod
+from pymc_crais.samplers.engine.compile import (
     PerParticleFallbackWarning,
     compile_model_density,
     parameter_layout,
 )
-from pymc_crais.samplers.prior import PriorSampler
-from pymc_crais.samplers.reproducible import LazyFunction
+from pymc_crais.samplers.engine.prior import PriorSampler
+from pymc_crais.samplers.engine.reproducible import LazyFunction
 
 
 @pytest.fixture(scope="module")
@@ -236,11 +236,11 @@ def test_batched_gradients_join_column_blocks_same_values(mixed_model):
     code for) with the values of ``pt.grad(cost, xb)``; a graph that reads ``xb`` otherwise
     falls back to ``pt.grad``."""
     import pytensor
-    from pytensor.graph.traversal import ancestors
     from pytensor.graph.replace import vectorize_graph
+    from pytensor.graph.traversal import ancestors
     from pytensor.tensor.subtensor import IncSubtensor
 
-    from pymc_crais.samplers.rewrites import simplify_logp_graph
+    from pymc_crais.samplers.engine.rewrites import simplify_logp_graph
 
     layout = parameter_layout(mixed_model)
     (lp, ll), theta = compile_mod.joined_scalar_graph(

@@ -9,14 +9,14 @@ import pytest
 import pymc_crais as pmc
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.initial import laplace_fit, search_modes
-from pymc_crais.samplers.compile import (
+from pymc_crais.samplers.engine.compile import (
     compile_model_density,
     initial_point_vector,
     parameter_layout,
 )
-from pymc_crais.samplers.init_auto import N_STARTS, choose_initial
-from pymc_crais.samplers.prior import prior_sampler
-from tests import exact_models as em
+from pymc_crais.samplers.engine.init_auto import N_STARTS, choose_initial
+from pymc_crais.samplers.engine.prior import prior_sampler
+from pymc_crais.validation import testing as em
 
 QUICK = {"chains": 2, "cores": 1, "progressbar": False}
 
@@ -121,7 +121,7 @@ def test_heavy_tailed_start_is_compared_with_the_prior(regression, monkeypatch):
     """Every k̂ above the threshold (forced): the widened Student-t and the prior are
     measured too and the smallest k̂ wins (the prior's is far larger on a regression whose
     posterior is much narrower than its prior)."""
-    from pymc_crais.samplers import init_auto
+    from pymc_crais.samplers.engine import init_auto
 
     monkeypatch.setattr(init_auto, "KHAT_THRESHOLD", -10.0)
     auto = _choose(regression.model)
@@ -137,7 +137,7 @@ def test_prior_whose_weights_underflow_never_looks_lightest(monkeypatch):
     nats, all but a few weights underflow, and arviz_stats' fit fails or fits the few
     left. That k̂ once read 0.00 (seed 11 of ``nig_d31``: the prior chosen over a
     Student-t of k̂ 0.76, then −0.17 ± 0.07 nat; CR-AIS −15.8). It is ``inf`` now."""
-    from pymc_crais.samplers import init_auto
+    from pymc_crais.samplers.engine import init_auto
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(400, 8))

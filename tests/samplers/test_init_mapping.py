@@ -5,9 +5,9 @@ import pymc as pm
 import pytest
 from scipy import stats
 
-from pymc_crais.samplers.compile import parameter_layout
-from pymc_crais.samplers.prior import PriorSampler
-from pymc_crais.samplers.mapping import PosteriorMapper
+from pymc_crais.samplers.engine.compile import parameter_layout
+from pymc_crais.samplers.engine.mapping import PosteriorMapper
+from pymc_crais.samplers.engine.prior import PriorSampler
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_prior_sampler_and_mapper_generate_no_code_under_the_default_mode(model)
     mode would be Numba (no code generation on a cold cache); a mode the caller gives stays."""
     from pytensor.compile.mode import get_mode
 
-    from pymc_crais.samplers.reproducible import FEW_CALLS_MODE, few_calls_compile_kwargs
+    from pymc_crais.samplers.engine.reproducible import FEW_CALLS_MODE, few_calls_compile_kwargs
 
     if type(get_mode(None).linker).__name__ != "NumbaLinker":
         pytest.skip("PyTensor's default mode is not Numba's here")

@@ -11,7 +11,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 
-from pymc_crais.samplers.jax_data import MIN_CONSTANT_BYTES, DataCompiler, data_sources
+from pymc_crais.samplers.engine.jax_data import MIN_CONSTANT_BYTES, DataCompiler, data_sources
 
 
 def test_data_sources_are_shared_variables_and_large_constants_only():
@@ -26,7 +26,7 @@ def test_data_sources_are_shared_variables_and_large_constants_only():
 
 
 def test_other_backends_compile_exactly_as_before():
-    from pymc_crais.samplers.reproducible import LazyFunction, ReproducibleFunction
+    from pymc_crais.samplers.engine.reproducible import LazyFunction, ReproducibleFunction
 
     b = pt.vector("b")
     big = pt.as_tensor_variable(np.ones(MIN_CONSTANT_BYTES // 8))
@@ -58,8 +58,8 @@ def test_jax_functions_take_the_data_as_inputs_and_hold_it_once():
         f"""
         import cloudpickle, numpy as np, pymc as pm, pytensor.tensor as pt
         from pytensor.graph.basic import Constant
-        from pymc_crais.samplers.compile import compile_model_density, resolve_compile_kwargs
-        from pymc_crais.samplers.jax_data import DataCompiler
+        from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
+        from pymc_crais.samplers.engine.jax_data import DataCompiler
 
         n = {MIN_CONSTANT_BYTES // 8 + 1000}  # y (a constant) is above the threshold
         rng = np.random.default_rng(0)
@@ -92,7 +92,7 @@ def test_jax_functions_take_the_data_as_inputs_and_hold_it_once():
         assert device.unsafe_buffer_pointer() == shared.get_value(borrow=True).ctypes.data
 
         # the same bits as the functions compiled with the data left where PyMC put it
-        import pymc_crais.samplers.compile as compile_mod
+        import pymc_crais.samplers.engine.compile as compile_mod
 
         class Unlifted(DataCompiler):
             def __init__(self, compile_kwargs, jax):

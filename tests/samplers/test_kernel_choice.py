@@ -5,8 +5,8 @@ import pymc as pm
 import pytest
 
 import pymc_crais as pmc
-from pymc_crais.samplers.compile import parameter_layout
-from pymc_crais.samplers.kernel_choice import (
+from pymc_crais.samplers.engine.compile import parameter_layout
+from pymc_crais.samplers.engine.kernel_choice import (
     CONTINUOUS_DEFAULT,
     DISCRETE_DEFAULT,
     DISCRETE_DEFAULT_PER_LEVEL,

@@ -11,9 +11,9 @@ import pytensor.tensor as pt
 import pytest
 from scipy.special import expit
 
-from pymc_crais.samplers import compile as compile_mod
-from pymc_crais.samplers.compile import compile_model_density
-from pymc_crais.samplers.rewrites import (
+from pymc_crais.samplers.engine import compile as compile_mod
+from pymc_crais.samplers.engine.compile import compile_model_density
+from pymc_crais.samplers.engine.rewrites import (
     local_sigmoid_to_exp,
     local_softplus_to_log_exp,
     simplify_logp_graph,
@@ -159,7 +159,7 @@ def test_logistic_density_and_gradient_share_one_exponential():
 
 @pytest.mark.parametrize("backend", ["numba", "c"])
 def test_fast_softplus_mode_keeps_the_linker(backend):
-    from pymc_crais.samplers.compile import resolve_compile_kwargs
+    from pymc_crais.samplers.engine.compile import resolve_compile_kwargs
 
     ckw = resolve_compile_kwargs(backend, None)
     fast = with_fast_softplus(ckw)
@@ -174,7 +174,7 @@ def test_fast_softplus_mode_keeps_the_linker(backend):
 
 def test_fast_softplus_only_where_it_is_summed():
     """A softplus whose relative error matters (its log, a scale) keeps PyTensor's form."""
-    from pymc_crais.samplers.compile import resolve_compile_kwargs
+    from pymc_crais.samplers.engine.compile import resolve_compile_kwargs
 
     mode = with_fast_softplus(resolve_compile_kwargs(None, None))["mode"]
     x, w = pt.vector("x"), pt.vector("w")

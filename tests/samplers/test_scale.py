@@ -14,14 +14,14 @@ import pymc as pm
 import pytest
 
 import pymc_crais as pmc
-from pymc_crais.core.adaptive import ESSSchedule
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import make_kernel
 from pymc_crais.core.paths import make_path
-from pymc_crais.samplers.anneal_chain import AnnealTask, run_anneal_chain
-from pymc_crais.samplers.chain_batch import run_chains_batched
-from pymc_crais.samplers.compile import compile_model_density
-from pymc_crais.samplers.memory import (
+from pymc_crais.core.schedules.adaptive import ESSSchedule
+from pymc_crais.samplers.engine.anneal_chain import AnnealTask, run_anneal_chain
+from pymc_crais.samplers.engine.chain_batch import run_chains_batched
+from pymc_crais.samplers.engine.compile import compile_model_density
+from pymc_crais.samplers.engine.memory import (
     BYTES_PER_ELEMENT,
     BYTES_PER_ELEMENT_JAX,
     block_rows,
@@ -29,9 +29,9 @@ from pymc_crais.samplers.memory import (
     check_memory_budget,
     observed_elements,
 )
-from pymc_crais.samplers.progress import ChainProgress
-from pymc_crais.samplers.reproducible import pytensor_lock
-from pymc_crais.samplers.runner import ChainFailedError, run_chains
+from pymc_crais.samplers.engine.progress import ChainProgress
+from pymc_crais.samplers.engine.reproducible import pytensor_lock
+from pymc_crais.samplers.engine.runner import ChainFailedError, run_chains
 
 Y = np.array([[0.3, -0.2], [0.1, 0.5], [1.2, -0.7]])
 
@@ -206,7 +206,7 @@ def test_a_closed_gate_releases_a_waiting_chain():
     waiting forever (its thread ends)."""
     import threading
 
-    from pymc_crais.samplers.chain_batch import BatchGate
+    from pymc_crais.samplers.engine.chain_batch import BatchGate
 
     gate = BatchGate(_counting_density([]), [0, 1])
     errors = []
@@ -233,7 +233,7 @@ def test_one_blas_thread_is_shared_by_overlapping_callers():
     would have restored A's original limits under B, then left 1 thread set for good."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from pymc_crais.samplers.runner import one_blas_thread
+    from pymc_crais.samplers.engine.runner import one_blas_thread
 
     def threads():
         return [i["num_threads"] for i in threadpool_info()]

@@ -13,8 +13,8 @@ from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import make_kernel
 from pymc_crais.core.paths import make_path
 from pymc_crais.results import build_datatree
-from pymc_crais.samplers.options import RunOptions, check_int, check_rate
-from pymc_crais.samplers.tuning import (
+from pymc_crais.samplers.engine.options import RunOptions, check_int, check_rate
+from pymc_crais.samplers.engine.tuning import (
     RateProbe,
     constant_rate_run,
     pilot_run,

@@ -1,4 +1,4 @@
-"""Batched prior draws for hierarchical shapes (samplers/vectorize.py): no per-particle fallback,
+"""Batched prior draws for hierarchical shapes (samplers/engine/vectorize.py): no per-particle fallback,
 and the draws have the prior's distribution *jointly*.
 
 Each model below used to fall back to drawing the particles one at a time
@@ -19,9 +19,9 @@ import pytensor.tensor as pt
 import pytest
 from scipy import stats
 
-from pymc_crais.samplers.compile import PerParticleFallbackWarning, parameter_layout
-from pymc_crais.samplers.mapping import PosteriorMapper
-from pymc_crais.samplers.prior import PriorSampler
+from pymc_crais.samplers.engine.compile import PerParticleFallbackWarning, parameter_layout
+from pymc_crais.samplers.engine.mapping import PosteriorMapper
+from pymc_crais.samplers.engine.prior import PriorSampler
 
 N = 3000
 ALPHA = 1e-3
@@ -148,7 +148,7 @@ def test_hierarchical_draws_are_reproducible():
 
 @pytest.mark.parametrize("case", ["nig_d6"])
 def test_suite_normal_inverse_gamma_cases_do_not_fall_back(case):
-    from pymc_crais.samplers.compile import compile_model_density
+    from pymc_crais.samplers.engine.compile import compile_model_density
     from pymc_crais.validation import get_case
 
     model = get_case(case).build_model()
@@ -172,7 +172,7 @@ def test_discrete_uniform_draws_compile_natively_with_the_same_bits():
     original graph's draws (both end in ``Generator.integers``)."""
     import pytensor
 
-    from pymc_crais.samplers.prior import native_draws
+    from pymc_crais.samplers.engine.prior import native_draws
 
     model = _discrete_uniform_model(-2.0, 7.0)  # float bounds, as in the coal switchpoint
     layout = parameter_layout(model)
@@ -204,7 +204,7 @@ def test_discrete_uniform_draws_compile_natively_with_the_same_bits():
 
 
 def test_native_draws_leave_other_graphs_alone():
-    from pymc_crais.samplers.prior import native_draws
+    from pymc_crais.samplers.engine.prior import native_draws
 
     with pm.Model() as model:
         pm.Normal("a")
@@ -261,7 +261,7 @@ def test_vague_gamma_and_inverse_gamma_are_drawn_in_log_space():
     draws of log X are finite, have log X's exact law (KS on the exact CDF, down to
     log X ≈ −3000), and the children are drawn given exp(log X); log q0 is finite wherever
     the precision is (the model's Gamma log-density in log space is exact)."""
-    from pymc_crais.samplers.compile import compile_model_density
+    from pymc_crais.samplers.engine.compile import compile_model_density
 
     with pm.Model() as model:
         tau = pm.Gamma("tau", 0.001, 0.001)
@@ -284,7 +284,7 @@ def test_vague_gamma_and_inverse_gamma_are_drawn_in_log_space():
 
 def test_ordinary_gamma_priors_are_drawn_as_before():
     """A shape of 0.1 or more keeps the direct draw (the same bits as before)."""
-    from pymc_crais.samplers.prior import log_space_draw
+    from pymc_crais.samplers.engine.prior import log_space_draw
 
     assert log_space_draw(pm.Gamma.dist(2.0, 1.0)) is None
     assert log_space_draw(pm.Gamma.dist(0.5, 1.0)) is None

@@ -20,7 +20,7 @@ rule, with the level means either from the draws at each level (plain TI) or wei
 ``q(k | θ)`` over all draws (RB-TI). Since ``q0`` is normalized, ``Z_1 = 1`` and
 ``log Z = log Z_K`` (plus the path's shift ``c``).
 
-Modules: :mod:`.run` (options, result, :func:`rts`), :mod:`.warmup` (start and initial
+Modules: :mod:`.options` (:class:`RTSOptions`), :mod:`.run` (result, :func:`rts`), :mod:`.warmup` (start and initial
 rounds), :mod:`.final` (the frozen final run), :mod:`.levels` (``q(k | θ)``, the sweep).
 Nothing here imports PyMC.
 """
@@ -29,7 +29,8 @@ from ..estimators import rts_update, trapezoid
 from ..kernels import LevelParams
 from ..paths import ArrayTauPath
 from .levels import ladder_log_ratio, sample_levels, tau_derivative, temperature_log_conditional
-from .run import WARM_STARTS, RTSOptions, RTSResult, rts
+from .options import WARM_STARTS, RTSOptions
+from .run import RTSResult, rts
 
 __all__ = [
     "WARM_STARTS",

@@ -4,16 +4,13 @@ frozen, accumulating per level and per particle group what the estimators need."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..kernels import LevelParams
 from ..particles import ParticleState
 from .levels import TemperingSweep, exp_flush, sample_levels
-
-if TYPE_CHECKING:
-    from .run import RTSOptions
+from .options import RTSOptions
 
 __all__ = ["FinalRun", "final_run"]
 

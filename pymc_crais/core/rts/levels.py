@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import LevelParams, MutationKernel
-from ..moves import Moves
+from ..kernels.moves import Moves
 from ..particles import ParticleState
 from ..paths import AnnealingPath, ArrayTauPath
 

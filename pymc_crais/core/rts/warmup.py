@@ -5,7 +5,6 @@ the guesses ``log Ẑ_k`` and the kernel's per-level parameters (docs/algorithms
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,9 +15,7 @@ from ..particles import ParticleState
 from ..schedules import FixedSchedule, Schedule
 from ..weights import logsumexp
 from .levels import TemperingSweep, exp_flush, sample_levels
-
-if TYPE_CHECKING:
-    from .run import RTSOptions
+from .options import RTSOptions
 
 __all__ = ["InitialRounds", "Start", "cold_start", "initial_rounds", "warm_start"]
 

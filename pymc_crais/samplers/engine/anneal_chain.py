@@ -1,0 +1,178 @@
+"""One chain of an annealing sampler (AIS, CR-AIS's final run, SMC): the task and its run.
+
+A task carries everything the chain needs (density, ``q0`` sampler, path, schedule, kernel,
+resampling policy); :func:`run_anneal_chain` draws the initial particles, runs the core's
+:func:`~pymc_crais.core.anneal.anneal` and returns a :class:`ChainResult` with equal-weight
+posterior draws.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...chain_result import ChainResult
+from ...core.anneal import AnnealOptions, AnnealResult, StageView, anneal_stages, drive_stages
+from ...core.kernels import MutationKernel
+from ...core.resampling import systematic
+from ...core.schedules import Schedule
+from ...core.weights import normalized_weights
+from .pipeline import RunSetup, finish
+from .progress import ChainProgress, stage_callback
+from .runner import run_chains
+
+__all__ = ["AnnealPlan", "AnnealTask", "chain_result", "iter_anneal_chain", "run_anneal_chain"]
+__all__ += ["run_anneal_chains"]
+
+
+@dataclass
+class AnnealTask:
+    """One chain of an annealing run. The defaults are AIS's (no resampling, kernels tuned
+    on uniformly weighted particles); SMC sets the resampling policy and the ``"auto"``
+    number of moves."""
+
+    chain: int
+    rng: np.random.Generator
+    density: object
+    draw: object
+    draws: int
+    path: object
+    schedule: Schedule
+    kernel: MutationKernel
+    n_mcmc_steps: int | str
+    max_steps: int
+    kernel_params: object = None
+    resample: str = "never"
+    resample_threshold: float = 0.5
+    resampler: str = "systematic"
+    max_mcmc_steps: int = 20
+    correlation_threshold: float = 0.01
+    tune_from_weights: bool = False
+    max_correlation: float = 0.1
+    waste_free: int = 0
+
+
+def run_anneal_chain(task: AnnealTask) -> ChainResult:
+    """Anneal one chain; plain NumPy output (picklable, small)."""
+    return drive_stages(iter_anneal_chain(task), stage_callback(task.chain))
+
+
+def iter_anneal_chain(task: AnnealTask) -> Generator[StageView, None, ChainResult]:
+    """:func:`run_anneal_chain` one stage at a time: yields each stage's
+    :class:`~pymc_crais.core.anneal.StageView` and returns the :class:`ChainResult`
+    (the same bits as :func:`run_anneal_chain`)."""
+    rng = task.rng
+    options = AnnealOptions.from_settings(
+        n_mcmc_steps=task.n_mcmc_steps,
+        max_mcmc_steps=task.max_mcmc_steps,
+        correlation_threshold=task.correlation_threshold,
+        max_correlation=task.max_correlation,
+        waste_free=task.waste_free,
+        resample=task.resample,
+        threshold=task.resample_threshold,
+        resampler=task.resampler,
+        max_steps=task.max_steps,
+        tune_from_weights=task.tune_from_weights,
+        kernel_params=task.kernel_params,
+    )
+    x0 = task.draw(rng, task.draws)
+    result = yield from anneal_stages(
+        rng, task.density, x0, task.path, task.schedule, task.kernel, options
+    )
+    return chain_result(task.chain, rng, result, task.draws)
+
+
+def chain_result(chain: int, rng: np.random.Generator, result: AnnealResult, draws: int):
+    """A chain's :class:`ChainResult`: equal-weight posterior draws (systematic resampling
+    of the final weighted particles, shuffled) and the run's statistics."""
+    idx = systematic(rng, normalized_weights(result.log_weights), draws)
+    idx = rng.permutation(idx)  # systematic resampling returns sorted ancestors
+    return ChainResult(
+        chain=chain,
+        x=result.state.x[idx],
+        log_marginal_likelihood=result.log_marginal_likelihood,
+        log_z_variance=result.log_z_variance,
+        n_logp_evals=result.n_logp_evals,
+        log_weights=result.log_weights,
+        hit_max_steps=result.hit_max_steps,
+        stages=result.stages,
+        stats={
+            "log_z_variance_segments": result.log_z_variance_segments,
+            "n_resamplings": result.n_resamplings,
+            "n_eves": result.n_eves,
+            # q0's weights against the target, for pymc_crais.diagnostics (removed there)
+            "initial_weight_tail": result.initial_weight_tail,
+        },
+    )
+
+
+@dataclass
+class AnnealPlan:
+    """An annealing run whose run-level work is done (set-up, pilots, tuning run): what is
+    left is one :class:`AnnealTask` per chain and the output.
+
+    ``sample_smc`` and ``sample_crais`` build one and :meth:`run` it; the ``pm.sample_smc``
+    kernels (:mod:`pymc_crais.samplers.smc_kernels`) build one and run each chain's
+    :meth:`task` under PyMC's driver, so both doors start, move and stop alike.
+    """
+
+    setup: RunSetup
+    path: object
+    schedule: Schedule
+    label: str
+    task_kwargs: dict
+    attrs: dict
+    extra: dict
+    t_start: float
+
+    def task(self, chain: int, rng: np.random.Generator) -> AnnealTask:
+        """The task of chain ``chain`` with generator ``rng``."""
+        return AnnealTask(
+            chain=chain,
+            rng=rng,
+            density=self.setup.density,
+            draw=self.setup.draw,
+            draws=self.setup.draws,
+            path=self.path,
+            schedule=self.schedule,
+            kernel=self.setup.kernel,
+            **self.task_kwargs,
+        )
+
+    def run(self):
+        """Run every chain (the chain runner) and build the output (``finish``)."""
+        outs, self.attrs["sampling_time"] = run_anneal_chains(
+            self.setup, self.path, self.schedule, self.label, **self.task_kwargs
+        )
+        self.attrs["wall_time"] = time.perf_counter() - self.t_start
+        return finish(self.setup, outs, self.attrs, self.extra)
+
+
+def run_anneal_chains(
+    setup: RunSetup, path, schedule, label: str, run=None, **task_kwargs
+) -> tuple[list[ChainResult], float]:
+    """One :class:`AnnealTask` per chain (the run's kernel, ``q0`` and generators), run by
+    the chain runner with ``run`` (default :func:`run_anneal_chain`); returns the results
+    and the sampling time in seconds.
+
+    ``task_kwargs`` are the task's fields after ``kernel`` (``n_mcmc_steps``, ``max_steps``,
+    the resampling policy...).
+    """
+    plan = AnnealPlan(setup, path, schedule, label, task_kwargs, {}, {}, 0.0)
+    tasks = [plan.task(i, setup.chain_rngs[i]) for i in range(setup.chains)]
+    t0 = time.perf_counter()
+    progress = ChainProgress(setup.options.progressbar, setup.chains, label)
+    run = run_anneal_chain if run is None else run
+    outs = run_chains(
+        tasks,
+        run,
+        setup.cores,
+        setup.options.mp_ctx,
+        progress,
+        executor=setup.executor,
+        batched=setup.batched,
+    )
+    return outs, time.perf_counter() - t0

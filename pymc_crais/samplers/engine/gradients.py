@@ -1,0 +1,68 @@
+"""Gradients of the batched model graph with respect to the particle matrix, by column block.
+
+The batched graph reads the particles ``xb`` one variable's columns at a time
+(``xb[:, a:b]``); :func:`batched_gradients` differentiates with respect to those blocks and
+joins the results, which leaves fewer nodes for the compiler than ``pt.grad(cost, xb)``
+(used by :mod:`pymc_crais.samplers.engine.compile`).
+"""
+
+from __future__ import annotations
+
+import pytensor.tensor as pt
+
+__all__ = ["batched_gradients", "column_blocks"]
+
+
+def column_blocks(outputs, xb, dim: int) -> list | None:
+    """The variables ``xb[:, a:b]`` through which alone ``outputs`` read ``xb``, ordered by
+    column and covering ``[0, dim)`` once; ``None`` when the graph reads ``xb`` otherwise."""
+    from pytensor.graph.traversal import applys_between
+    from pytensor.tensor.subtensor import Subtensor, get_idx_list
+
+    blocks = {}
+    for node in applys_between([xb], outputs):
+        if not any(i is xb for i in node.inputs):
+            continue
+        if not (isinstance(node.op, Subtensor) and node.inputs[0] is xb):
+            return None
+        idx = get_idx_list(node.inputs, node.op.idx_list)
+        if len(idx) != 2 or idx[0] != slice(None) or not isinstance(idx[1], slice):
+            return None
+        sl = idx[1]
+        const = pt.get_underlying_scalar_constant_value
+        try:
+            start = 0 if sl.start is None else int(const(sl.start))
+            stop = dim if sl.stop is None else int(const(sl.stop))
+        except Exception:  # a symbolic bound
+            return None
+        if sl.step is not None or (start, stop) in blocks:
+            return None
+        blocks[(start, stop)] = node.outputs[0]
+    keys = sorted(blocks)
+    if not keys or keys[0][0] != 0 or keys[-1][1] != dim:
+        return None
+    if any(a[1] != b[0] for a, b in zip(keys[:-1], keys[1:], strict=False)):
+        return None
+    return [blocks[k] for k in keys]
+
+
+def batched_gradients(costs, xb, dim: int) -> list:
+    """``[∂ cost / ∂ xb for cost in costs]``, each ``(N, dim)``.
+
+    The model's graph reads the particles ``xb`` one variable's columns at a time
+    (``xb[:, a:b]``); the gradient of each block is then joined along the columns (one
+    ``Join``) instead of being added into a zero matrix block by block (an ``IncSubtensor``
+    per block and gradient, and their reshapes), the form ``pt.grad(cost, xb)`` takes.
+    Fewer nodes to generate code for: on a cold cache, 6.0–6.3 s CPU instead of 7.1–7.2 s
+    for a 3-parameter regression's gradient function (29 nodes instead of 34). The values
+    are the same (``0 + g`` is ``g``, except that ``-0.0`` stays ``-0.0``). Where the graph
+    reads ``xb`` in another way, ``pt.grad(cost, xb)`` is used.
+    """
+    blocks = column_blocks(costs, xb, dim)
+    if blocks is None:
+        return [pt.grad(c, xb, disconnected_inputs="ignore") for c in costs]
+    out = []
+    for c in costs:
+        grads = pt.grad(c, blocks, disconnected_inputs="ignore")
+        out.append(grads[0] if len(grads) == 1 else pt.concatenate(grads, axis=1))
+    return out

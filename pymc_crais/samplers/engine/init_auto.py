@@ -1,0 +1,201 @@
+"""``init="auto"``: choose the initial distribution ``q0`` from cheap checks of a Laplace fit.
+
+A Student-t at the Laplace fit shortens the annealing path enormously when it describes the
+posterior, and is badly wrong when it does not (a funnel's mode runs off to a zero scale; a
+start at one mode of a multimodal posterior silently misses the others). The choice, in
+order, each step only when the previous ones passed:
+
+1. the fit: L-BFGS converged to a finite, interior mode (no non-concave Hessian direction,
+   no coordinate beyond :data:`MAX_ABS_COORDINATE`) — else the prior;
+2. a mode search: short L-BFGS runs from :data:`N_STARTS` prior draws; a second distinct
+   mode, or a higher density than the fit's mode, means the prior (the first
+   :data:`N_STARTS_STREAM` draws come from the run's generator, the others from a child
+   generator, so the draws after the search are those of the 8-start search);
+3. a pilot: Pareto k̂ of the importance weights of :data:`N_PILOT` draws of the Student-t
+   against the posterior: at most 0.7, the Student-t; else a widened Student-t (scale ×
+   :data:`WIDEN`, df :data:`WIDE_DF`) at most 0.7; else the start among the Student-t, the
+   widened one and the prior whose weights have the smallest k̂ (k̂ > 0.7 of a Laplace
+   start is common in high dimension and annealing from it is still right: Sonar, d = 60,
+   k̂ 1.1–3.3; the prior's k̂ there is larger still).
+
+Every model evaluation spent on the choice is counted (``n_logp_evals_laplace``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...core.initial import StudentTInitial, laplace_fit, search_modes, slope_problem
+from ...tail_stats import KHAT_THRESHOLD, pareto_khat
+
+__all__ = [
+    "MAX_ABS_COORDINATE",
+    "N_PILOT",
+    "N_STARTS",
+    "WIDEN",
+    "WIDE_DF",
+    "AutoChoice",
+    "choose_initial",
+    "fit_problems",
+]
+
+N_STARTS = 32
+"""Short L-BFGS runs of the mode search. With 8 (the rule until 2026-11-24) a start far
+out in the prior falls mostly into the widest component's basin: on the 3-component 10-d
+mixture ``mixture3_d10`` the search saw one mode in 17 of 40 seeds and AIS was −1.34 nat
+unflagged (seed 12); 32 starts saw several modes in 40 of 40, and no second mode on any of
+the 27 unimodal suite cases it runs on (20 seeds each). A start costs 3–200 model
+evaluations (0.3–13 ms; Sonar the most): ``benchmarks/mode_search.py``."""
+N_STARTS_STREAM = 8
+"""Starts drawn from the run's own generator (the rest from a child of it)."""
+START_MAXITER = 200
+"""L-BFGS iterations per run of the mode search."""
+N_PILOT = 1000
+"""Draws of each pilot batch whose weights' Pareto k̂ is measured."""
+SCALE, DF = 1.2, 5.0
+"""The Student-t at the fit: covariance × SCALE², DF degrees of freedom."""
+WIDEN, WIDE_DF = 1.5, 3.0
+"""The widened Student-t: scale × WIDEN more, WIDE_DF degrees of freedom."""
+MAX_ABS_COORDINATE = 1e3
+"""A mode coordinate beyond this (unconstrained space) is a scale running to 0 or ∞."""
+GAIN_TOL = 0.5
+"""A mode-search run ending this many nats above the fit's mode: the fit is not the top."""
+
+
+@dataclass
+class AutoChoice:
+    """The chosen start: ``choice`` (``"laplace"``, ``"laplace_wide"`` or ``"prior"``), its
+    ``q0`` (``None`` for the prior), why, the output attributes and the evaluations spent."""
+
+    choice: str
+    reason: str
+    q0: StudentTInitial | None
+    attrs: dict = field(default_factory=dict)
+    n_evals: int = 0
+
+
+def _khat(log_w) -> float:
+    """k̂ of a pilot's log-weights; ``inf`` when fewer than 25 are finite, 0 when all equal."""
+    lw = np.asarray(log_w, dtype=np.float64)
+    if np.sum(np.isfinite(lw)) < 25:
+        return float("inf")
+    k = pareto_khat(lw)
+    return 0.0 if np.isnan(k) else float(k)
+
+
+def _values(model_density, x):
+    """``(log prior, ℓ)`` of the pilot draws, from the gradient function when the
+    values-only one is not compiled yet (a gradient kernel never needs it: compiling it for
+    a pilot of 1000 draws cost more than the pilot, 0.2–0.5 s)."""
+    grad = model_density.has_gradient and not model_density.value_function_compiled
+    return model_density.evaluate(x, gradient=grad)
+
+
+def _pilot_khat(model_density, q0, rng, n) -> float:
+    x = q0.draw(rng, n)
+    ev = _values(model_density, x)
+    with np.errstate(invalid="ignore"):
+        return _khat(ev.log_q0 + ev.delta - q0.logpdf(x))
+
+
+def fit_problems(fit) -> list[str]:
+    """Why a Laplace fit is no usable Gaussian (empty: usable): not converged, stopped where
+    the log-density still rises (:func:`~pymc_crais.core.initial.slope_problem`), a mode or
+    covariance that is not finite, a coordinate beyond :data:`MAX_ABS_COORDINATE`, or a
+    non-concave Hessian direction."""
+    out = []
+    if not fit.converged:
+        out.append("the optimizer did not converge")
+    elif problem := slope_problem(fit.slope):
+        out.append(problem)
+    if not (np.isfinite(fit.log_density_at_mode) and np.all(np.isfinite(fit.mode))):
+        out.append("the mode is not finite")
+    elif np.max(np.abs(fit.mode)) > MAX_ABS_COORDINATE:
+        out.append(f"a mode coordinate ran off to {np.max(np.abs(fit.mode)):.3g}")
+    if not np.all(np.isfinite(fit.cov)):
+        out.append("the Hessian at the mode is flat (an infinite variance)")
+    if fit.n_nonconcave > 0:
+        out.append(
+            f"the Hessian has {fit.n_nonconcave} non-concave direction(s) (no interior mode: "
+            "a funnel, a boundary or a ridge)"
+        )
+    return out
+
+
+def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoChoice:
+    """The automatic start for a model (see the module docstring for the rule).
+
+    Parameters
+    ----------
+    model_density : ModelDensity
+        ``(log prior, ℓ)`` with gradients; its ``n_evals`` counts what the choice spends.
+    x0 : numpy.ndarray, shape (d,)
+        Starting point of the Laplace fit (the model's initial point).
+    prior : PriorSampler
+        Draws of the (proper) prior: starts of the mode search, a pilot, the fallback.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    AutoChoice
+    """
+    before = model_density.n_evals
+    attrs = {
+        "init": "auto",
+        "init_n_modes": np.nan,
+        "init_pareto_k": np.nan,
+        "init_pareto_k_wide": np.nan,
+        "init_pareto_k_prior": np.nan,
+    }
+
+    def done(choice, reason, q0=None):
+        n = int(model_density.n_evals - before)
+        attrs.update(init_choice=choice, init_reason=reason, n_logp_evals_laplace=n)
+        if q0 is not None:
+            scale = SCALE if choice == "laplace" else SCALE * WIDEN
+            attrs.update(init_family="student_t", init_scale=scale, init_df=float(q0.df))
+        return AutoChoice(choice, reason, q0, attrs, n)
+
+    if not model_density.has_gradient:
+        return done("prior", "the model's gradient could not be compiled (no Laplace fit)")
+    try:
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            fit = laplace_fit(model_density, x0)
+    except FloatingPointError:
+        return done("prior", "the Hessian at the mode is not finite")
+    attrs.update(laplace_converged=fit.converged, laplace_n_nonconcave=fit.n_nonconcave,
+                 laplace_slope=fit.slope, laplace_log_evidence=fit.log_evidence())  # fmt: skip
+    problems = fit_problems(fit)
+    if problems:
+        return done("prior", "; ".join(problems))
+    t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)
+    wide = StudentTInitial(fit.mode, fit.cov * (SCALE * WIDEN) ** 2, df=WIDE_DF)
+    starts = np.concatenate(
+        [prior.draw(rng, N_STARTS_STREAM), prior.draw(rng.spawn(1)[0], N_STARTS - N_STARTS_STREAM)]
+    )
+    search = search_modes(model_density, starts, fit, maxiter=START_MAXITER)
+    attrs["init_n_modes"] = search.n_modes
+    if search.n_modes > 1:
+        return done("prior", f"{search.n_modes} distinct modes found from {N_STARTS} starts")
+    if search.max_gain > GAIN_TOL:
+        return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
+                    "above the fitted mode (several modes)")  # fmt: skip
+    k_t = _pilot_khat(model_density, t, rng, N_PILOT)
+    attrs["init_pareto_k"] = k_t
+    if k_t <= KHAT_THRESHOLD:
+        return done("laplace", f"the Student-t's pilot weights have k̂ {k_t:.2f} <= 0.7", t)
+    k_w = _pilot_khat(model_density, wide, rng, N_PILOT)
+    attrs["init_pareto_k_wide"] = k_w
+    if k_w <= KHAT_THRESHOLD:
+        return done("laplace_wide", f"the Student-t's k̂ is {k_t:.2f}; widened: {k_w:.2f} <= 0.7", wide)
+    x = prior.draw(rng, N_PILOT)
+    k_p = _khat(_values(model_density, x).delta)
+    attrs["init_pareto_k_prior"] = k_p
+    ks = f"k̂ {k_t:.2f} (Student-t), {k_w:.2f} (widened), {k_p:.2f} (prior)"
+    if k_p <= min(k_t, k_w):
+        return done("prior", f"the prior's pilot weights have the smallest {ks}")
+    if k_t <= k_w:
+        return done("laplace", f"the Student-t's pilot weights have the smallest {ks}", t)
+    return done("laplace_wide", f"the widened Student-t's pilot weights have the smallest {ks}", wide)

@@ -1,0 +1,84 @@
+"""Map raveled unconstrained particles back to named model variables (deterministics too)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.graph.replace import vectorize_graph
+
+from ...warnings import user_stacklevel
+from .compile import (
+    ParameterLayout,
+    PerParticleFallbackWarning,
+    cached_on_model,
+    joined_scalar_graph,
+    resolve_compile_kwargs,
+)
+from .reproducible import compile_function, few_calls_compile_kwargs
+
+__all__ = ["PosteriorMapper", "posterior_mapper"]
+
+
+def posterior_mapper(model, layout: ParameterLayout, compile_kwargs: dict | None = None):
+    """A :class:`PosteriorMapper` for ``model``, compiled once per model and options."""
+    ckw = dict(compile_kwargs or {})
+    return cached_on_model(model, ckw, ("posterior",), lambda: PosteriorMapper(model, layout, ckw))
+
+
+class PosteriorMapper:
+    """Turns an ``(N, d)`` array into ``{name: array of shape (N, *var_shape)}``.
+
+    Outputs are the free random variables in their constrained space (discrete ones
+    rounded and cast to their dtype) and every ``pm.Deterministic``, with one batched call.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    layout : ParameterLayout
+    compile_kwargs : dict, optional
+    """
+
+    def __init__(self, model, layout: ParameterLayout, compile_kwargs: dict | None = None):
+        self.layout = layout
+        free = list(model.free_RVs)
+        constrained = model.replace_rvs_by_values(free)
+        deterministics = model.replace_rvs_by_values(model.deterministics)
+        self.names = [rv.name for rv in free] + [d.name for d in model.deterministics]
+        self.dtypes = [rv.dtype for rv in free] + [d.dtype for d in model.deterministics]
+        outs, theta = joined_scalar_graph(model, list(constrained) + list(deterministics), layout)
+        # called once a chain: no code generation (few_calls_compile_kwargs)
+        ckw = few_calls_compile_kwargs(resolve_compile_kwargs(None, compile_kwargs))
+        self.vectorized = True
+        try:
+            xb = pt.matrix("theta_batch", dtype="float64")
+            bouts = vectorize_graph(outs, replace={theta: xb})
+            self._fn = compile_function([xb], bouts, ckw)
+        except Exception as err:
+            warnings.warn(
+                f"could not vectorize the map to named variables ({type(err).__name__}: "
+                f"{err}); converting particles one at a time",
+                PerParticleFallbackWarning,
+                stacklevel=user_stacklevel(),
+            )
+            self.vectorized = False
+            self._fn = compile_function([theta], outs, ckw)
+
+    def __call__(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Named arrays for the particles ``x`` (shape ``(N, d)``)."""
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if self.vectorized:
+            values = self._fn(x)
+        else:
+            rows = [self._fn(row) for row in x]
+            values = [np.stack([r[i] for r in rows]) for i in range(len(self.names))]
+        out = {}
+        for name, dtype, val in zip(self.names, self.dtypes, values, strict=True):
+            val = np.asarray(val)
+            if val.shape[:1] != (x.shape[0],):  # a constant deterministic: broadcast
+                val = np.broadcast_to(val, (x.shape[0], *val.shape)).copy()
+            if np.dtype(dtype).kind in "iub":
+                val = np.round(val).astype(dtype)
+            out[name] = val
+        return out
