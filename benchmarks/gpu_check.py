@@ -122,7 +122,7 @@ def throughput(model: str, rows: int, dim: int, particles: int, backend: str, gp
 def run_smc(rows: int, particles: int, chains: int, budget: Budget, gpu: dict) -> dict:
     """The whole ``pmc.sample_smc(backend="jax")`` run on JAX's default device (the CPU
     when ``gpu``, the probe's record, found none)."""
-    from pymc_crais.samplers.memory import DEFAULT_MEMORY_BUDGET
+    from pymc_crais.samplers.engine.memory import DEFAULT_MEMORY_BUDGET
 
     spec = {"kind": "run", "rows": rows, "dim": 20, "particles": particles, "backend": "jax",
             "chains": chains, "memory_budget": None}
