@@ -27,7 +27,14 @@ from ..warnings import MaxStepsWarning, user_stacklevel
 from .density import BatchedDensity
 from .estimators import ancestry_variance
 from .kernels.kernel_base import KernelInfo, MutationKernel, ParamsByTau
-from .kernels.moves import MoveResult, Moves, mean_correlation
+from .kernels.moves import (
+    CORRELATION_THRESHOLD,
+    MAX_CORRELATION,
+    MAX_MCMC_STEPS,
+    MoveResult,
+    Moves,
+    mean_correlation,
+)
 from .particles import ParticleState
 from .paths import AnnealingPath
 from .records import AnnealResult, StageRecord, WeightsVanishedError
@@ -95,9 +102,9 @@ class AnnealOptions:
         cls,
         *,
         n_mcmc_steps: int | str = 1,
-        max_mcmc_steps: int = 20,
-        correlation_threshold: float = 0.01,
-        max_correlation: float = 0.1,
+        max_mcmc_steps: int = MAX_MCMC_STEPS,
+        correlation_threshold: float = CORRELATION_THRESHOLD,
+        max_correlation: float = MAX_CORRELATION,
         resample: str = "never",
         threshold: float = 0.5,
         resampler: str = "systematic",

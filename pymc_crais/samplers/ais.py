@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from ..core.anneal import AnnealOptions
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
 from .crais import sample_crais
@@ -250,8 +251,7 @@ def sample_ais(
         build_path(setup, path, alpha, c, attrs, path_kwargs),
         sched,
         "AIS",
-        n_mcmc_steps=int(n_mcmc_steps),
-        max_steps=int(max_steps),
+        AnnealOptions.from_settings(n_mcmc_steps=int(n_mcmc_steps), max_stages=int(max_steps)),
     )
     attrs["wall_time"] = time.perf_counter() - t_start
     return finish(setup, outs, attrs, {})

@@ -6,6 +6,8 @@ import time
 
 import numpy as np
 
+from ..core.anneal import AnnealOptions
+from ..core.kernels.moves import CORRELATION_THRESHOLD, MAX_CORRELATION, MAX_MCMC_STEPS
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, FixedSchedule, Schedule
 from ..core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
@@ -169,9 +171,9 @@ def plan_smc(
     resample_threshold = kw.pop("resample_threshold", 0.9 if is_cr else 0.5)
     resampler = kw.pop("resampler", "systematic")
     n_mcmc_steps = kw.pop("n_mcmc_steps", "auto")
-    max_mcmc_steps = kw.pop("max_mcmc_steps", 20)
-    correlation_threshold = kw.pop("correlation_threshold", 0.01)
-    max_correlation = kw.pop("max_correlation", 0.1)
+    max_mcmc_steps = kw.pop("max_mcmc_steps", MAX_MCMC_STEPS)
+    correlation_threshold = kw.pop("correlation_threshold", CORRELATION_THRESHOLD)
+    max_correlation = kw.pop("max_correlation", MAX_CORRELATION)
     waste_free = kw.pop("waste_free", False)
     max_step = kw.pop("max_step", None)
     min_step = kw.pop("min_step", None)
@@ -262,11 +264,11 @@ def plan_smc(
             max_step = 0.125 if max_step is None else max_step
             sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=max_step)
             attrs.update(sched.describe())
-    task_kwargs = dict(
+    run_options = AnnealOptions.from_settings(
         n_mcmc_steps=n_mcmc_steps,
-        max_steps=max_steps,
+        max_stages=max_steps,
         resample=resample,
-        resample_threshold=float(resample_threshold),
+        threshold=float(resample_threshold),
         resampler=resampler,
         max_mcmc_steps=int(max_mcmc_steps),
         correlation_threshold=float(correlation_threshold),
@@ -275,4 +277,4 @@ def plan_smc(
         waste_free=waste_free,
     )
     path = build_path(setup, path, alpha, c, attrs, path_kwargs)
-    return AnnealPlan(setup, path, sched, "SMC", task_kwargs, attrs, {}, t_start)
+    return AnnealPlan(setup, path, sched, "SMC", run_options, attrs, {}, t_start)

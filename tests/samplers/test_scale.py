@@ -14,6 +14,7 @@ import pymc as pm
 import pytest
 
 import pymc_crais as pmc
+from pymc_crais.core.anneal import AnnealOptions
 from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.kernels import make_kernel
 from pymc_crais.core.paths import make_path
@@ -155,10 +156,9 @@ def _tasks(density, n_chains: int, draws: int = 64, seed: int = 5):
             path=make_path(0.0, 0.0),
             schedule=ESSSchedule(0.9),
             kernel=make_kernel("hmc"),
-            n_mcmc_steps=2,
-            max_steps=1000,
-            resample="always",
-            tune_from_weights=True,
+            options=AnnealOptions.from_settings(
+                n_mcmc_steps=2, max_stages=1000, resample="always", tune_from_weights=True
+            ),
         )
         for i in range(n_chains)
     ]

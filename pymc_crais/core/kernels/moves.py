@@ -32,6 +32,9 @@ from ..tails import coordinate_correlations
 from .kernel_base import KernelInfo, MutationKernel
 
 __all__ = [
+    "CORRELATION_THRESHOLD",
+    "MAX_CORRELATION",
+    "MAX_MCMC_STEPS",
     "CorrelationStop",
     "MoveResult",
     "Moves",
@@ -39,6 +42,14 @@ __all__ = [
     "StoppingRule",
     "mean_correlation",
 ]
+
+MAX_MCMC_STEPS = 20
+"""The cap on transitions per stage of the ``"auto"`` and ``"pymc"`` rules."""
+MAX_CORRELATION = 0.1
+"""``"auto"``: move until the 0.9-quantile of the coordinates' correlations with the stage's
+start is below this."""
+CORRELATION_THRESHOLD = 0.01
+"""``"pymc"``: move until the mean correlation falls by less than this in one transition."""
 
 
 def mean_correlation(a: np.ndarray, b: np.ndarray) -> float:
@@ -67,12 +78,12 @@ class CorrelationStop(StoppingRule):
 
     Parameters
     ----------
-    tolerance : float, default 0.01
+    tolerance : float, default :data:`CORRELATION_THRESHOLD`
         In ``[0, 1)``.
     floor : float, default 0.1
     """
 
-    tolerance: float = 0.01
+    tolerance: float = CORRELATION_THRESHOLD
     floor: float = 0.1
 
     def __post_init__(self):
@@ -268,7 +279,10 @@ class Moves:
 
     @classmethod
     def auto(
-        cls, max_steps: int = 20, max_correlation: float = 0.1, retune: bool = True
+        cls,
+        max_steps: int = MAX_MCMC_STEPS,
+        max_correlation: float = MAX_CORRELATION,
+        retune: bool = True,
     ) -> Moves:
         """Up to ``max_steps`` transitions, stopping by :class:`QuantileCorrelationStop`
         (with ``max_steps`` as its horizon: its futility stop is on)."""
@@ -278,7 +292,10 @@ class Moves:
 
     @classmethod
     def pymc(
-        cls, max_steps: int = 20, correlation_threshold: float = 0.01, retune: bool = True
+        cls,
+        max_steps: int = MAX_MCMC_STEPS,
+        correlation_threshold: float = CORRELATION_THRESHOLD,
+        retune: bool = True,
     ) -> Moves:
         """Up to ``max_steps`` transitions, stopping by :class:`CorrelationStop` (PyMC's rule)."""
         _check_cap(max_steps)
@@ -288,9 +305,9 @@ class Moves:
     def from_setting(
         cls,
         n_mcmc_steps,
-        max_mcmc_steps: int = 20,
-        correlation_threshold: float = 0.01,
-        max_correlation: float = 0.1,
+        max_mcmc_steps: int = MAX_MCMC_STEPS,
+        correlation_threshold: float = CORRELATION_THRESHOLD,
+        max_correlation: float = MAX_CORRELATION,
     ) -> Moves:
         """From the ``n_mcmc_steps`` argument of the samplers: an integer, ``"auto"``
         (:class:`QuantileCorrelationStop` with ``max_correlation``) or ``"pymc"``

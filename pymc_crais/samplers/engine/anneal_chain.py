@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,9 +30,11 @@ __all__ += ["run_anneal_chains"]
 
 @dataclass
 class AnnealTask:
-    """One chain of an annealing run. The defaults are AIS's (no resampling, kernels tuned
-    on uniformly weighted particles); SMC sets the resampling policy and the ``"auto"``
-    number of moves."""
+    """One chain of an annealing run: what it anneals (density, ``q0`` sampler, path,
+    schedule, kernel) and how, as one :class:`~pymc_crais.core.anneal.AnnealOptions`
+    (moves per stage, resampling policy, the cap on stages, replayed kernel parameters,
+    waste-free chains). The default options are AIS's (no resampling, one transition per
+    stage, kernels tuned on uniformly weighted particles)."""
 
     chain: int
     rng: np.random.Generator
@@ -42,17 +44,7 @@ class AnnealTask:
     path: object
     schedule: Schedule
     kernel: MutationKernel
-    n_mcmc_steps: int | str
-    max_steps: int
-    kernel_params: object = None
-    resample: str = "never"
-    resample_threshold: float = 0.5
-    resampler: str = "systematic"
-    max_mcmc_steps: int = 20
-    correlation_threshold: float = 0.01
-    tune_from_weights: bool = False
-    max_correlation: float = 0.1
-    waste_free: int = 0
+    options: AnnealOptions = field(default_factory=AnnealOptions)
 
 
 def run_anneal_chain(task: AnnealTask) -> ChainResult:
@@ -65,22 +57,9 @@ def iter_anneal_chain(task: AnnealTask) -> Generator[StageView, None, ChainResul
     :class:`~pymc_crais.core.anneal.StageView` and returns the :class:`ChainResult`
     (the same bits as :func:`run_anneal_chain`)."""
     rng = task.rng
-    options = AnnealOptions.from_settings(
-        n_mcmc_steps=task.n_mcmc_steps,
-        max_mcmc_steps=task.max_mcmc_steps,
-        correlation_threshold=task.correlation_threshold,
-        max_correlation=task.max_correlation,
-        waste_free=task.waste_free,
-        resample=task.resample,
-        threshold=task.resample_threshold,
-        resampler=task.resampler,
-        max_steps=task.max_steps,
-        tune_from_weights=task.tune_from_weights,
-        kernel_params=task.kernel_params,
-    )
     x0 = task.draw(rng, task.draws)
     result = yield from anneal_stages(
-        rng, task.density, x0, task.path, task.schedule, task.kernel, options
+        rng, task.density, x0, task.path, task.schedule, task.kernel, task.options
     )
     return chain_result(task.chain, rng, result, task.draws)
 
@@ -123,7 +102,7 @@ class AnnealPlan:
     path: object
     schedule: Schedule
     label: str
-    task_kwargs: dict
+    options: AnnealOptions
     attrs: dict
     extra: dict
     t_start: float
@@ -139,29 +118,25 @@ class AnnealPlan:
             path=self.path,
             schedule=self.schedule,
             kernel=self.setup.kernel,
-            **self.task_kwargs,
+            options=self.options,
         )
 
     def run(self):
         """Run every chain (the chain runner) and build the output (``finish``)."""
         outs, self.attrs["sampling_time"] = run_anneal_chains(
-            self.setup, self.path, self.schedule, self.label, **self.task_kwargs
+            self.setup, self.path, self.schedule, self.label, self.options
         )
         self.attrs["wall_time"] = time.perf_counter() - self.t_start
         return finish(self.setup, outs, self.attrs, self.extra)
 
 
 def run_anneal_chains(
-    setup: RunSetup, path, schedule, label: str, run=None, **task_kwargs
+    setup: RunSetup, path, schedule, label: str, options: AnnealOptions, run=None
 ) -> tuple[list[ChainResult], float]:
-    """One :class:`AnnealTask` per chain (the run's kernel, ``q0`` and generators), run by
-    the chain runner with ``run`` (default :func:`run_anneal_chain`); returns the results
-    and the sampling time in seconds.
-
-    ``task_kwargs`` are the task's fields after ``kernel`` (``n_mcmc_steps``, ``max_steps``,
-    the resampling policy...).
-    """
-    plan = AnnealPlan(setup, path, schedule, label, task_kwargs, {}, {}, 0.0)
+    """One :class:`AnnealTask` per chain (the run's kernel, ``q0`` and generators, and
+    ``options``), run by the chain runner with ``run`` (default :func:`run_anneal_chain`);
+    returns the results and the sampling time in seconds."""
+    plan = AnnealPlan(setup, path, schedule, label, options, {}, {}, 0.0)
     tasks = [plan.task(i, setup.chain_rngs[i]) for i in range(setup.chains)]
     t0 = time.perf_counter()
     progress = ChainProgress(setup.options.progressbar, setup.chains, label)

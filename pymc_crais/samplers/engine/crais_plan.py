@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from ...core.anneal import ParamsByTau
+from ...core.anneal import AnnealOptions, ParamsByTau
 from ...core.paths import make_path
 from ...core.schedules import FixedSchedule, interpolate_schedule
 from ...core.schedules.adaptive import ConstantRateSchedule
@@ -104,9 +104,9 @@ def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_s
             "length_reason": "the start's importance weights are predicted to meet target_mcse",
         }
     )
-    task_kwargs = dict(n_mcmc_steps=int(n_mcmc), max_steps=2, kernel_params=None)
+    options = AnnealOptions.from_settings(n_mcmc_steps=int(n_mcmc), max_stages=2)
     schedule = FixedSchedule(np.array([0.0, 1.0]), name="one_step")
-    return AnnealPlan(setup, make_path(alpha, 0.0), schedule, "CR-AIS", task_kwargs, attrs, {}, t_start)
+    return AnnealPlan(setup, make_path(alpha, 0.0), schedule, "CR-AIS", options, attrs, {}, t_start)
 
 
 def plan_crais(
@@ -296,8 +296,8 @@ def plan_crais(
     replay = ParamsByTau(tres.stages["tau"], tres.kernel_params) if replay_kernel else None
     attrs["replay_kernel"] = replay_kernel
     extra = {"tune_tau": (("tune_stage",), tres.stages["tau"])}
-    task_kwargs = dict(
-        n_mcmc_steps=int(final_mcmc_steps), max_steps=int(final.size), kernel_params=replay
+    options = AnnealOptions.from_settings(
+        n_mcmc_steps=int(final_mcmc_steps), max_stages=int(final.size), kernel_params=replay
     )
     schedule = FixedSchedule(final, name="linear" if fallback else "constant_rate")
-    return AnnealPlan(setup, path, schedule, "CR-AIS", task_kwargs, attrs, extra, t_start)
+    return AnnealPlan(setup, path, schedule, "CR-AIS", options, attrs, extra, t_start)
