@@ -7,7 +7,6 @@ import time
 import numpy as np
 
 from ..core.anneal import AnnealOptions
-from ..core.kernels.moves import CORRELATION_THRESHOLD, MAX_CORRELATION, MAX_MCMC_STEPS
 from ..core.paths import make_path
 from ..core.schedules import FIXED_SCHEDULES, FixedSchedule, Schedule
 from ..core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
@@ -24,7 +23,8 @@ from .engine.options import (
 from .engine.path_option import build_path, check_path
 from .engine.pipeline import prepare
 from .engine.runner import single_threaded_blas
-from .engine.start_point import DEFAULT_TARGET_MCSE, check_target_mcse, start_length_point
+from .engine.smc_settings import SMCSettings
+from .engine.start_point import DEFAULT_TARGET_MCSE, start_length_point
 from .engine.tuning import rate_for_steps, scale_shift_pilot
 
 __all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
@@ -32,7 +32,6 @@ __all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
 DEFAULT_N_STEPS = 100
 """Stages of a fixed schedule, and CR-SMC's target length, when ``n_steps`` is not given."""
 SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
-WASTE_FREE_LENGTH = 10  # the chain length P of waste_free=True
 
 
 @single_threaded_blas
@@ -152,55 +151,16 @@ def plan_smc(
             "start= is not supported: log Z needs exact draws from the initial distribution; "
             "use init= ('auto', 'prior', 'laplace' or a Gaussian) instead"
         )
-    kw = dict(kernel_kwargs)
-    schedule = kw.pop("schedule", "ess")
-    rho = kw.pop("threshold", 0.5)  # PyMC's name for the ESS ratio of the tempering rule
-    alpha = kw.pop("alpha", 0.0)
-    delta = kw.pop("delta", "auto")
-    n_steps = kw.pop("n_steps", None)
-    is_cr = isinstance(schedule, str) and schedule == "constant_rate"
-    target_mcse = kw.pop("target_mcse", None)
-    if target_mcse is not None:
-        if not is_cr:
-            raise TypeError(
-                "target_mcse applies to schedule='constant_rate' (CR-SMC) only; the ESS rules "
-                "choose their own stages"
-            )
-        target_mcse = check_target_mcse(target_mcse)
-    resample = kw.pop("resample", "ess" if is_cr else "always")
-    resample_threshold = kw.pop("resample_threshold", 0.9 if is_cr else 0.5)
-    resampler = kw.pop("resampler", "systematic")
-    n_mcmc_steps = kw.pop("n_mcmc_steps", "auto")
-    max_mcmc_steps = kw.pop("max_mcmc_steps", MAX_MCMC_STEPS)
-    correlation_threshold = kw.pop("correlation_threshold", CORRELATION_THRESHOLD)
-    max_correlation = kw.pop("max_correlation", MAX_CORRELATION)
-    waste_free = kw.pop("waste_free", False)
-    max_step = kw.pop("max_step", None)
-    min_step = kw.pop("min_step", None)
-    max_steps = kw.pop("max_steps", 10_000)
-    init = kw.pop("init", "auto")
-    init_kwargs = kw.pop("init_kwargs", None)
-    own_kernel_kwargs = kw.pop("kernel_kwargs", None)
-    backend = kw.pop("backend", None)
-    compile_kwargs = kw.pop("compile_kwargs", None)
-    mp_ctx = kw.pop("mp_ctx", None)
-    executor = kw.pop("executor", None)
-    memory_budget = kw.pop("memory_budget", None)
-    scale_shift = kw.pop("scale_shift", None)
-    path = kw.pop("path", "geometric")
-    path_kwargs = kw.pop("path_kwargs", None)
-    if kw:
-        raise TypeError(f"sample_smc got unexpected keyword arguments {sorted(kw)}")
-    if resample not in ("always", "ess"):
-        raise ValueError(f"resample must be 'always' or 'ess', got {resample!r}")
-    if not (np.isfinite(resample_threshold) and 0 < resample_threshold <= 1):
-        raise ValueError(f"resample_threshold must be in (0, 1], got {resample_threshold!r}")
+    st = SMCSettings.from_kwargs(kernel_kwargs)
+    schedule, alpha, delta, n_steps = st.schedule, st.alpha, st.delta, st.n_steps
+    is_cr = st.constant_rate
+    max_step, min_step = st.max_step, st.min_step
     make_path(alpha, 0.0)
-    path, path_kwargs = check_path(path, alpha, schedule, path_kwargs)
+    path, path_kwargs = check_path(st.path, alpha, schedule, st.path_kwargs)
     sched: Schedule | None
     if isinstance(schedule, str) and schedule in ADAPTIVE_SCHEDULES:
         rule = ESSSchedule if schedule == "ess" else CESSSchedule
-        sched = rule(rho, max_step=max_step, min_step=min_step)
+        sched = rule(st.threshold, max_step=max_step, min_step=min_step)
     elif is_cr:
         delta = check_rate(delta)
         sched = None  # built once c and delta are known
@@ -208,20 +168,25 @@ def plan_smc(
         sched = resolve_schedule(
             schedule, DEFAULT_N_STEPS if n_steps is None else n_steps, None, None, max_step, min_step
         )
-    if waste_free is True:
-        waste_free = WASTE_FREE_LENGTH
-    elif waste_free is False or waste_free is None:
-        waste_free = 0
-    else:
-        waste_free = check_int(waste_free, "waste_free", 2, "or waste_free=True (P = 10)")
-    if n_mcmc_steps not in ("auto", "pymc"):
-        check_int(n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
-    max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
-
-    options = RunOptions.from_arguments(
-        locals(),
-        kernel_kwargs=own_kernel_kwargs,
-        n_mcmc_steps=n_mcmc_steps if not isinstance(n_mcmc_steps, str) else 0,
+    options = RunOptions(
+        model=model,
+        draws=draws,
+        chains=chains,
+        cores=cores,
+        kernel=kernel,
+        kernel_kwargs=st.kernel_kwargs,
+        init=st.init,
+        init_kwargs=st.init_kwargs,
+        random_seed=random_seed,
+        backend=st.backend,
+        compile_kwargs=st.compile_kwargs,
+        idata_kwargs=idata_kwargs,
+        n_mcmc_steps=st.n_mcmc_steps if not isinstance(st.n_mcmc_steps, str) else 0,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        mp_ctx=st.mp_ctx,
+        executor=st.executor,
+        memory_budget=st.memory_budget,
         resamples=True,
     )
     setup = prepare(options)
@@ -231,17 +196,17 @@ def plan_smc(
         "alpha": float(alpha),
         **setup.attrs,
         **(sched.describe() if sched is not None else {}),
-        "n_mcmc_steps": str(n_mcmc_steps),
-        "max_mcmc_steps": int(max_mcmc_steps),
-        "waste_free": int(waste_free),
-        "resample": resample,
-        "resample_threshold": float(resample_threshold),
-        "resampler": resampler,
+        "n_mcmc_steps": str(st.n_mcmc_steps),
+        "max_mcmc_steps": int(st.max_mcmc_steps),
+        "waste_free": int(st.waste_free),
+        "resample": st.resample,
+        "resample_threshold": st.resample_threshold,
+        "resampler": st.resampler,
     }
     one_step = False
     if is_cr and n_steps is None and is_auto(delta):
         # CR-SMC's default: one stage when the start's weights already meet the target
-        target = DEFAULT_TARGET_MCSE if target_mcse is None else target_mcse
+        target = DEFAULT_TARGET_MCSE if st.target_mcse is None else st.target_mcse
         start = start_length_point(setup)
         attrs.update(start.attrs, target_mcse=target)
         if start.point is not None:
@@ -255,7 +220,7 @@ def plan_smc(
         attrs["n_logp_evals_pilot"] = attrs["n_logp_evals_start"]
     else:
         need_rate = is_cr and is_auto(delta)
-        c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=need_rate)
+        c, total = scale_shift_pilot(setup, alpha, st.scale_shift, attrs, need_rate=need_rate)
         attrs["n_logp_evals_pilot"] += attrs.get("n_logp_evals_start", 0)
         if is_cr:
             if need_rate:
@@ -265,16 +230,16 @@ def plan_smc(
             sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=max_step)
             attrs.update(sched.describe())
     run_options = AnnealOptions.from_settings(
-        n_mcmc_steps=n_mcmc_steps,
-        max_stages=max_steps,
-        resample=resample,
-        threshold=float(resample_threshold),
-        resampler=resampler,
-        max_mcmc_steps=int(max_mcmc_steps),
-        correlation_threshold=float(correlation_threshold),
+        n_mcmc_steps=st.n_mcmc_steps,
+        max_stages=st.max_steps,
+        resample=st.resample,
+        threshold=st.resample_threshold,
+        resampler=st.resampler,
+        max_mcmc_steps=int(st.max_mcmc_steps),
+        correlation_threshold=float(st.correlation_threshold),
         tune_from_weights=True,
-        max_correlation=float(max_correlation),
-        waste_free=waste_free,
+        max_correlation=float(st.max_correlation),
+        waste_free=st.waste_free,
     )
     path = build_path(setup, path, alpha, c, attrs, path_kwargs)
     return AnnealPlan(setup, path, sched, "SMC", run_options, attrs, {}, t_start)

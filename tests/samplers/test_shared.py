@@ -180,3 +180,22 @@ def test_max_steps_warning_is_a_class_and_retries_are_silent():
         _tuning(1e-4, max_steps=3, warn_at_cap=False)
     assert issubclass(MaxStepsWarning, RuntimeWarning)
     assert issubclass(RTSInitialLoopWarning, RuntimeWarning)
+
+
+def test_smc_settings_defaults_by_schedule_and_checks():
+    from pymc_crais.core.kernels.moves import MAX_CORRELATION
+    from pymc_crais.samplers.engine.smc_settings import WASTE_FREE_LENGTH, SMCSettings
+
+    ess = SMCSettings.from_kwargs({})
+    assert (ess.resample, ess.resample_threshold, ess.waste_free) == ("always", 0.5, 0)
+    assert ess.max_correlation == MAX_CORRELATION and not ess.constant_rate
+    cr = SMCSettings.from_kwargs({"schedule": "constant_rate", "waste_free": True})
+    assert (cr.resample, cr.resample_threshold, cr.waste_free) == ("ess", 0.9, WASTE_FREE_LENGTH)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['bogus'\]"):
+        SMCSettings.from_kwargs({"bogus": 1})
+    with pytest.raises(TypeError, match="target_mcse applies to schedule='constant_rate'"):
+        SMCSettings.from_kwargs({"target_mcse": 0.01})
+    for bad, match in (({"resample": "never"}, "resample must be"), ({"resample_threshold": 0}, "resample_threshold"),
+                       ({"waste_free": 1}, "waste_free"), ({"max_steps": 0}, "max_steps")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            SMCSettings.from_kwargs(bad)

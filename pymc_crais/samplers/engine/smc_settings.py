@@ -1,0 +1,111 @@
+"""``sample_smc``'s own options (its ``**kernel_kwargs``) as one typed object.
+
+:class:`SMCSettings` holds every option of :func:`pymc_crais.sample_smc` beyond the
+arguments it shares with PyMC's ``pm.sample_smc``, each default written once here, checked
+once, and read by :func:`pymc_crais.samplers.smc.plan_smc` (and the ``pm.sample_smc``
+kernels :class:`pymc_crais.BatchedSMC` and :class:`pymc_crais.CRSMC`, which hand their
+arguments to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from ...core.kernels.moves import CORRELATION_THRESHOLD, MAX_CORRELATION, MAX_MCMC_STEPS
+from ...core.schedules.adaptive import ConstantRateSchedule
+from .options import check_int
+from .start_point import check_target_mcse
+
+__all__ = ["WASTE_FREE_LENGTH", "SMCSettings"]
+
+WASTE_FREE_LENGTH = 10
+"""The chain length ``P`` of ``waste_free=True``."""
+
+
+@dataclass(frozen=True)
+class SMCSettings:
+    """The options of :func:`pymc_crais.sample_smc` beyond PyMC's (see its docstring for
+    each). ``resample`` and ``resample_threshold`` default by schedule (``"ess"`` and 0.9
+    for ``schedule="constant_rate"``, as the CR-SMC paper; ``"always"`` and 0.5 otherwise);
+    ``waste_free`` is resolved to a chain length (0: off)."""
+
+    schedule: object = "ess"
+    threshold: float = 0.5
+    alpha: float = 0.0
+    delta: object = "auto"
+    n_steps: int | None = None
+    target_mcse: float | None = None
+    resample: str | None = None
+    resample_threshold: float | None = None
+    resampler: str = "systematic"
+    n_mcmc_steps: object = "auto"
+    max_mcmc_steps: int = MAX_MCMC_STEPS
+    correlation_threshold: float = CORRELATION_THRESHOLD
+    max_correlation: float = MAX_CORRELATION
+    waste_free: object = False
+    max_step: float | None = None
+    min_step: float | None = None
+    max_steps: int = 10_000
+    init: object = "auto"
+    init_kwargs: dict | None = None
+    kernel_kwargs: dict | None = None
+    backend: str | None = None
+    compile_kwargs: dict | None = None
+    mp_ctx: object = None
+    executor: object = None
+    memory_budget: float | None = None
+    scale_shift: object = None
+    path: str = "geometric"
+    path_kwargs: dict | None = None
+
+    @property
+    def constant_rate(self) -> bool:
+        """CR-SMC: ``schedule="constant_rate"``."""
+        return isinstance(self.schedule, str) and self.schedule == "constant_rate"
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping) -> SMCSettings:
+        """The settings from ``sample_smc``'s ``**kernel_kwargs``, checked; a ``TypeError``
+        names unknown keywords, a ``ValueError`` a bad value."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - names)
+        if unknown:
+            raise TypeError(f"sample_smc got unexpected keyword arguments {unknown}")
+        s = cls(**kwargs)
+        cr = s.constant_rate
+        if s.target_mcse is not None:
+            if not cr:
+                raise TypeError(
+                    "target_mcse applies to schedule='constant_rate' (CR-SMC) only; the ESS "
+                    "rules choose their own stages"
+                )
+            s = replace(s, target_mcse=check_target_mcse(s.target_mcse))
+        resample = s.resample if s.resample is not None else ("ess" if cr else "always")
+        kappa = s.resample_threshold
+        kappa = kappa if kappa is not None else (0.9 if cr else 0.5)
+        if resample not in ("always", "ess"):
+            raise ValueError(f"resample must be 'always' or 'ess', got {resample!r}")
+        if not (np.isfinite(kappa) and 0 < kappa <= 1):
+            raise ValueError(f"resample_threshold must be in (0, 1], got {kappa!r}")
+        waste_free = s.waste_free
+        if waste_free is True:
+            waste_free = WASTE_FREE_LENGTH
+        elif waste_free is False or waste_free is None:
+            waste_free = 0
+        else:
+            waste_free = check_int(waste_free, "waste_free", 2, "or waste_free=True (P = 10)")
+        if s.n_mcmc_steps not in ("auto", "pymc"):
+            check_int(s.n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
+        max_steps = check_int(s.max_steps, "max_steps", 1, "e.g. max_steps=10000")
+        if cr:  # the rule's options, before anything is compiled
+            ConstantRateSchedule(1.0, min_step=s.min_step or 0.0, max_step=s.max_step or 0.125)
+        return replace(
+            s,
+            resample=resample,
+            resample_threshold=float(kappa),
+            waste_free=waste_free,
+            max_steps=max_steps,
+        )
