@@ -10,7 +10,7 @@ run's kernels replayed. The run-level work is
 
 from __future__ import annotations
 
-from .engine.crais_plan import plan_crais
+from .engine.crais_plan import CRAISSettings, plan_crais
 from .engine.runner import single_threaded_blas
 from .engine.start_point import DEFAULT_TARGET_MCSE
 
@@ -156,7 +156,7 @@ def sample_crais(
         ``start_pareto_k``, ``tune_relative_variance`` and ``length_reason``.
         ``n_logp_evals`` counts the final run only.
     """
-    return plan_crais(
+    settings = CRAISSettings(
         draws=draws,
         alpha=alpha,
         delta=delta,
@@ -189,4 +189,5 @@ def sample_crais(
         mp_ctx=mp_ctx,
         executor=executor,
         memory_budget=memory_budget,
-    ).run()
+    )
+    return plan_crais(settings).run()

@@ -335,6 +335,12 @@ class CRAIS(_PlannedKernel):
     threshold_refusal = "CRAIS anneals on a tuned constant-rate schedule (n_steps=, delta=)"
 
     def _make_plan(self, arguments):
-        from .engine.crais_plan import plan_crais
+        import inspect
 
-        return plan_crais(**arguments)
+        from .crais import sample_crais
+        from .engine.crais_plan import CRAISSettings, plan_crais
+
+        # sample_crais's signature is where its defaults live (and names a bad argument)
+        bound = inspect.signature(sample_crais).bind(**arguments)
+        bound.apply_defaults()
+        return plan_crais(CRAISSettings(**bound.arguments))

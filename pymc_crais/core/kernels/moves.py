@@ -43,13 +43,9 @@ __all__ = [
     "mean_correlation",
 ]
 
-MAX_MCMC_STEPS = 20
-"""The cap on transitions per stage of the ``"auto"`` and ``"pymc"`` rules."""
-MAX_CORRELATION = 0.1
-"""``"auto"``: move until the 0.9-quantile of the coordinates' correlations with the stage's
-start is below this."""
-CORRELATION_THRESHOLD = 0.01
-"""``"pymc"``: move until the mean correlation falls by less than this in one transition."""
+MAX_MCMC_STEPS = 20  # the cap on transitions per stage of the "auto" and "pymc" rules
+MAX_CORRELATION = 0.1  # "auto": until the 0.9-quantile of the correlations is below this
+CORRELATION_THRESHOLD = 0.01  # "pymc": until the mean correlation falls by less in one move
 
 
 def mean_correlation(a: np.ndarray, b: np.ndarray) -> float:

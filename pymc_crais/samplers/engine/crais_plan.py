@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,10 +27,10 @@ from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import prepare
-from .start_point import DEFAULT_TARGET_MCSE, check_target_mcse, start_length_point
+from .start_point import check_target_mcse, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
-__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "final_transitions", "plan_crais"]
+__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "CRAISSettings", "final_transitions", "plan_crais"]
 
 FINAL_ACCEPTANCE = 0.5
 MAX_FINAL_FACTOR = 4
@@ -109,44 +110,67 @@ def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_s
     return AnnealPlan(setup, make_path(alpha, 0.0), schedule, "CR-AIS", options, attrs, {}, t_start)
 
 
-def plan_crais(
-    draws: int = 1000,
-    alpha: float = 0.0,
-    delta="auto",
-    n_steps="auto",
-    kernel="auto",
-    chains: int | None = None,
-    cores: int | None = None,
-    random_seed=None,
-    progressbar: bool = True,
-    return_inferencedata: bool = True,
-    idata_kwargs: dict | None = None,
-    compile_kwargs: dict | None = None,
-    *,
-    model=None,
-    init="auto",
-    init_kwargs: dict | None = None,
-    n_tune_steps: int | None = None,
-    tune_draws: int | None = None,
-    variance: str = "unweighted",
-    min_step: float | None = 0.0,
-    max_step: float | None = 0.125,
-    v_min: float = 1e-3,
-    target_mcse: float = DEFAULT_TARGET_MCSE,
-    max_steps: int = 10_000,
-    n_mcmc_steps: int = 1,
-    final_mcmc_steps="auto",
-    kernel_kwargs: dict | None = None,
-    replay_kernel: bool = True,
-    scale_shift: float | str | None = None,
-    backend: str | None = None,
-    mp_ctx=None,
-    executor=None,
-    memory_budget: float | None = None,
-) -> AnnealPlan:
+@dataclass(frozen=True)
+class CRAISSettings:
+    """Every argument of :func:`pymc_crais.sample_crais`, as given or defaulted there (its
+    signature is the one place the defaults are written; the ``pm.sample_smc`` kernel
+    :class:`pymc_crais.CRAIS` binds its arguments to that signature): built once per call
+    and passed whole to :func:`plan_crais`."""
+
+    draws: int
+    alpha: float
+    delta: float | str
+    n_steps: int | str | None
+    kernel: object
+    chains: int | None
+    cores: int | None
+    random_seed: object
+    progressbar: bool
+    return_inferencedata: bool
+    idata_kwargs: dict | None
+    compile_kwargs: dict | None
+    model: object
+    init: object
+    init_kwargs: dict | None
+    n_tune_steps: int | None
+    tune_draws: int | None
+    variance: str
+    min_step: float | None
+    max_step: float | None
+    v_min: float
+    target_mcse: float
+    max_steps: int
+    n_mcmc_steps: int
+    final_mcmc_steps: int | str
+    kernel_kwargs: dict | None
+    replay_kernel: bool
+    scale_shift: float | str | None
+    backend: str | None
+    mp_ctx: object
+    executor: object
+    memory_budget: float | None
+
+
+def plan_crais(settings: CRAISSettings) -> AnnealPlan:
     """:func:`sample_crais`'s checks, set-up, pilot and tuning run: the final run, ready
-    for its chains (:class:`~pymc_crais.samplers.engine.anneal_chain.AnnealPlan`). Same arguments."""
+    for its chains (:class:`~pymc_crais.samplers.engine.anneal_chain.AnnealPlan`)."""
+    s = settings
     t_start = time.perf_counter()
+    alpha = s.alpha
+    delta = s.delta
+    n_steps = s.n_steps
+    n_tune_steps = s.n_tune_steps
+    tune_draws = s.tune_draws
+    variance = s.variance
+    min_step = s.min_step
+    max_step = s.max_step
+    v_min = s.v_min
+    target_mcse = s.target_mcse
+    max_steps = s.max_steps
+    n_mcmc_steps = s.n_mcmc_steps
+    final_mcmc_steps = s.final_mcmc_steps
+    replay_kernel = s.replay_kernel
+    scale_shift = s.scale_shift
     make_path(alpha, 0.0)
     delta = check_rate(delta)
     auto = is_auto(delta)
@@ -170,7 +194,7 @@ def plan_crais(
         )
     rule = {"variance": variance, "min_step": min_step, "max_step": max_step, "v_min": v_min}
     ConstantRateSchedule(1.0, **rule)  # validates the rule's options before compiling
-    options = RunOptions.from_arguments(locals())
+    options = RunOptions.from_settings(s)
     setup = prepare(options)
     if tune_draws is None:
         tune_draws = setup.draws

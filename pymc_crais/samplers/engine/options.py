@@ -65,6 +65,14 @@ class RunOptions:
     resamples: bool = False
 
     @classmethod
+    def from_settings(cls, settings, **overrides) -> RunOptions:
+        """The options among the attributes of a sampler's settings object (a dataclass whose
+        field names are the sampler's parameters), then ``overrides``."""
+        names = {f.name for f in fields(cls)}
+        own = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name in names}
+        return cls(**{**own, **overrides})
+
+    @classmethod
     def from_arguments(cls, arguments: Mapping, **overrides) -> RunOptions:
         """The options among a sampler's ``arguments`` (its ``locals()``: the names are
         those of the sampler's parameters), then ``overrides``."""
