@@ -274,12 +274,7 @@ class Moves:
         return cls(int(n_steps), None, retune)
 
     @classmethod
-    def auto(
-        cls,
-        max_steps: int = MAX_MCMC_STEPS,
-        max_correlation: float = MAX_CORRELATION,
-        retune: bool = True,
-    ) -> Moves:
+    def auto(cls, max_steps=MAX_MCMC_STEPS, max_correlation=MAX_CORRELATION, retune=True) -> Moves:
         """Up to ``max_steps`` transitions, stopping by :class:`QuantileCorrelationStop`
         (with ``max_steps`` as its horizon: its futility stop is on)."""
         _check_cap(max_steps)
@@ -287,12 +282,7 @@ class Moves:
         return cls(int(max_steps), rule, retune)
 
     @classmethod
-    def pymc(
-        cls,
-        max_steps: int = MAX_MCMC_STEPS,
-        correlation_threshold: float = CORRELATION_THRESHOLD,
-        retune: bool = True,
-    ) -> Moves:
+    def pymc(cls, max_steps=MAX_MCMC_STEPS, correlation_threshold=CORRELATION_THRESHOLD, retune=True):
         """Up to ``max_steps`` transitions, stopping by :class:`CorrelationStop` (PyMC's rule)."""
         _check_cap(max_steps)
         return cls(int(max_steps), CorrelationStop(float(correlation_threshold)), retune)
