@@ -29,6 +29,9 @@ from .engine.tuning import rate_for_steps, scale_shift_pilot
 
 __all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
 
+CR_SMC_CESS_FLOOR = 0.999
+"""CR-SMC's steps are never smaller than the conditional-ESS rule's with this ρ (see
+:class:`~pymc_crais.core.schedules.adaptive.ConstantRateSchedule`'s ``cess_floor``)."""
 DEFAULT_N_STEPS = 100
 """Stages of a fixed schedule, and CR-SMC's target length, when ``n_steps`` is not given."""
 SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
@@ -227,7 +230,9 @@ def plan_smc(
                 n = DEFAULT_N_STEPS if n_steps is None else n_steps
                 delta = rate_for_steps(total, check_int(n, "n_steps", 1, "e.g. n_steps=100"))
             max_step = 0.125 if max_step is None else max_step
-            sched = ConstantRateSchedule(delta, min_step=min_step or 0.0, max_step=max_step)
+            sched = ConstantRateSchedule(
+                delta, min_step=min_step or 0.0, max_step=max_step, cess_floor=CR_SMC_CESS_FLOOR
+            )
             attrs.update(sched.describe())
     run_options = AnnealOptions.from_settings(
         n_mcmc_steps=st.n_mcmc_steps,

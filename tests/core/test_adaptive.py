@@ -236,3 +236,25 @@ def test_rate_and_dtau_names_and_their_old_aliases():
         ConstantRateSchedule(delta=-1.0)
     with pytest.raises(ValueError, match="rate must be positive"):
         ConstantRateSchedule(-1.0)
+
+
+def test_constant_rate_cess_floor_stops_the_crawl(rng):
+    """A population whose Δ spreads over orders of magnitude: the rule's step is tiny (v
+    huge) though the weights barely change; with cess_floor the step is the CESS rule's
+    when that is larger, and the rule's own otherwise."""
+    n = 1000
+    delta = -np.exp(rng.normal(0.0, 6.0, size=n))  # log-likelihoods from ~-1e-8 to ~-1e8
+    state = ParticleState(rng.normal(size=(n, 1)), np.zeros(n), delta)
+    path, log_w = make_path(0.0), np.zeros(n)
+    plain = ConstantRateSchedule(0.01).next_tau(0, 0.0, state, log_w, path)
+    floored = ConstantRateSchedule(0.01, cess_floor=0.999)
+    t = floored.next_tau(0, 0.0, state, log_w, path)
+    cess_step = CESSSchedule(0.999, max_step=0.125).next_tau(0, 0.0, state, log_w, path)
+    assert plain < 1e-6 and t == pytest.approx(cess_step) and t > 100 * plain
+    assert floored.describe()["cess_floor"] == 0.999
+    # where the rule asks for more than the floor, the rule's step stands
+    calm = ParticleState(state.x, np.zeros(n), rng.normal(-1.0, 0.1, size=n))
+    rule = ConstantRateSchedule(0.01).next_tau(0, 0.0, calm, log_w, path)
+    assert floored.next_tau(0, 0.0, calm, log_w, path) == pytest.approx(max(rule, CESSSchedule(0.999, max_step=0.125).next_tau(0, 0.0, calm, log_w, path)))
+    with pytest.raises(ValueError, match="cess_floor"):
+        ConstantRateSchedule(0.01, cess_floor=1.0)
