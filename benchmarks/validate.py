@@ -493,13 +493,17 @@ def speed_summary(recs: list[dict]) -> str:
 def relative_summary(recs: list[dict], base: str = "smc") -> str:
     """Per sampler: runs, misses (silent), misses on unimodal cases, and the median over
     cases of its wall time and model evaluations divided by ``base``'s on the same case
-    (``--against smc``: the drop-in kernels' cost target is within 2x of pmc.sample_smc)."""
+    (``--against smc``: the drop-in kernels' cost target is within 2x of pmc.sample_smc),
+    and the same medians of the cost at equal error, wall × MCSE² and evaluations × MCSE²
+    (below 1: cheaper than ``base`` for the same Monte Carlo error; cases where either
+    MCSE is not finite are left out)."""
     from pymc_crais.validation import get_case
 
     by = {(r["case"], r["sampler"]): r for r in recs if r.get("status") == "ok"}
     lines = [f"| sampler | runs | misses (silent) | unimodal misses | median wall / {base} "
-             f"| median evals / {base} | wall ≤ 2× {base} |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+             f"| median evals / {base} | wall ≤ 2× {base} | median wall·MCSE² / {base} "
+             f"| median evals·MCSE² / {base} |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for s in dict.fromkeys(r["sampler"] for r in recs):
         mine = [r for r in recs if r["sampler"] == s]
         ok = [r for r in mine if r.get("status") == "ok"]
@@ -510,13 +514,17 @@ def relative_summary(recs: list[dict], base: str = "smc") -> str:
         wall = np.array([r["wall_s"] / b["wall_s"] for r, b in pairs])
         ev = np.array([r["evals"] / b["evals"] for r, b in pairs])
         within = f"{int(np.sum(wall <= 2))} of {wall.size}" if wall.size else ""
+        sq = [((r["mcse"] or np.nan) / (b["mcse"] or np.nan)) ** 2 for r, b in pairs]
+        fin = np.isfinite(sq)
+        eff_w = np.median((wall * sq)[fin]) if fin.any() else np.nan
+        eff_e = np.median((ev * sq)[fin]) if fin.any() else np.nan
         other = len(mine) - len(ok)
         runs = f"{len(ok)}" + (f" (+{other} not finished)" if other else "")
         lines.append(
             f"| {LABELS[s]} | {runs} | {len(miss)} ({len(silent)}) | {len(uni)} | "
-            f"{np.median(wall):.2f} | {np.median(ev):.3g} | {within} |"
+            f"{np.median(wall):.2f} | {np.median(ev):.3g} | {within} | {eff_w:.2f} | {eff_e:.2f} |"
             if wall.size
-            else f"| {LABELS[s]} | {runs} | {len(miss)} ({len(silent)}) | {len(uni)} | | | |"
+            else f"| {LABELS[s]} | {runs} | {len(miss)} ({len(silent)}) | {len(uni)} | | | | | |"
         )
     return "\n".join(lines)
 
