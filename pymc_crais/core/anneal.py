@@ -42,7 +42,7 @@ from .weights import (
 )
 
 __all__ = ["RESAMPLE_POLICIES", "AnnealOptions", "AnnealResult", "MaxStepsWarning"]
-__all__ += ["ParamsByTau", "StageView", "WeightsVanishedError", "anneal", "anneal_stages"]
+__all__ += ["ParamsByTau", "StageStrategy", "StageView", "WeightsVanishedError", "anneal", "anneal_stages"]
 __all__ += ["drive_stages", "mean_correlation"]
 
 
@@ -72,6 +72,10 @@ class AnnealOptions:
         transitions), and all states (cut to ``N``) are the new, equally weighted
         population (:meth:`~pymc_crais.core.moves.Moves.run_chains`); stages without
         resampling move as ``moves`` says. 0: off.
+    stages : StageStrategy, optional
+        How each stage chooses τ, reweights, resamples and moves (default
+        :class:`StageStrategy`, the steps above); e.g.
+        :class:`~pymc_crais.core.persistent.PersistentSampling`.
     """
 
     moves: Moves = field(default_factory=Moves)
@@ -80,6 +84,7 @@ class AnnealOptions:
     tune_from_weights: bool = False
     kernel_params: Callable | None = None
     waste_free: int = 0
+    stages: StageStrategy | None = None
 
     def __post_init__(self):
         if int(self.max_stages) != self.max_stages or self.max_stages < 1:
@@ -106,6 +111,7 @@ class AnnealOptions:
         tune_from_weights: bool = False,
         kernel_params: Callable | None = None,
         waste_free: int = 0,
+        stages: StageStrategy | None = None,
     ) -> AnnealOptions:
         """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
         of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy)."""
@@ -116,7 +122,9 @@ class AnnealOptions:
             n_mcmc_steps, max_mcmc_steps, correlation_threshold, max_correlation
         )
         cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
-        return cls(moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free))
+        return cls(
+            moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages
+        )
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -221,6 +229,40 @@ def _move(
     # moved under γ_τ): what a replay at this τ should use, not the stage's first ones
     loop.used_params.append(kernel.population_params(moved.params))
     return moved
+
+
+class StageStrategy:
+    """The steps of one stage (:func:`anneal_stages` calls them in this order): the
+    next τ, the reweighting, the resampling and the moves, then the run's result.
+
+    This base class is the loop described in the module docstring (waste-free included);
+    a strategy that keeps its own state (a history of populations) returns a fresh object
+    from :meth:`begin`, once per run.
+    """
+
+    def begin(self, loop: _Loop) -> StageStrategy:
+        """The object that runs one annealing run, given its initial ``loop``."""
+        return self
+
+    def next_tau(self, loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: int):
+        """The next τ."""
+        return _next_tau(loop, schedule, path, max_stages)
+
+    def reweight(self, loop: _Loop, path: AnnealingPath, tau_new: float) -> tuple[float, float]:
+        """Reweight to ``τ_new``: the stage's ``log Ẑ`` increment and ESS."""
+        return _reweight(loop, path, tau_new)
+
+    def resample(self, loop: _Loop, rng, options: AnnealOptions, ess: float, tau_new: float):
+        """Resample if the policy wants it; whether it did."""
+        return _resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
+
+    def move(self, loop, rng, kernel, density, path, tau_new, options, n_total) -> MoveResult:
+        """Tune the kernel and move the population at ``τ_new``."""
+        return _move(loop, rng, kernel, density, path, tau_new, options, n_total)
+
+    def result(self, loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: int):
+        """The run's :class:`AnnealResult`."""
+        return _result(loop, path, options, n_evals)
 
 
 def anneal(
@@ -342,12 +384,13 @@ def anneal_stages(
     loop = _Loop(state, kernel.init(state), np.zeros(state.n), np.arange(state.n))
     loop.initial_tail = log_weight_tail(state.delta)  # q0's weights against the target
     n_particles = state.n
+    steps = (options.stages or StageStrategy()).begin(loop)
     while loop.tau < 1.0:
-        tau_new = _next_tau(loop, schedule, path, options.max_stages)
-        log_z_inc, ess = _reweight(loop, path, tau_new)
-        resampled = _resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
+        tau_new = steps.next_tau(loop, schedule, path, options.max_stages)
+        log_z_inc, ess = steps.reweight(loop, path, tau_new)
+        resampled = steps.resample(loop, rng, options, ess, tau_new)
         x_start = loop.state.x
-        moved = _move(loop, rng, kernel, density, path, tau_new, options, n_particles)
+        moved = steps.move(loop, rng, kernel, density, path, tau_new, options, n_particles)
         rec = loop.record
         rec.tau.append(tau_new)
         rec.ess.append(ess)
@@ -365,7 +408,7 @@ def anneal_stages(
         loop.tau = tau_new
         loop.stage += 1
         yield view
-    return _result(loop, path, options, int(density.n_evals - evals_before))
+    return steps.result(loop, path, options, int(density.n_evals - evals_before))
 
 
 def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: int) -> AnnealResult:

@@ -53,6 +53,7 @@ class AnnealTask:
     tune_from_weights: bool = False
     max_correlation: float = 0.1
     waste_free: int = 0
+    stages: object = None  # a core StageStrategy (e.g. persistent sampling); None: standard
 
 
 def run_anneal_chain(task: AnnealTask) -> ChainResult:
@@ -77,6 +78,7 @@ def iter_anneal_chain(task: AnnealTask) -> Generator[StageView, None, ChainResul
         max_steps=task.max_steps,
         tune_from_weights=task.tune_from_weights,
         kernel_params=task.kernel_params,
+        stages=task.stages,
     )
     x0 = task.draw(rng, task.draws)
     result = yield from anneal_stages(

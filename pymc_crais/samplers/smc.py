@@ -20,6 +20,7 @@ from .options import (
     resolve_schedule,
 )
 from .path_option import build_path, check_path
+from .persistent_option import check_persistent, persistent_stages
 from .pipeline import prepare
 from .runner import single_threaded_blas
 from .tuning import (
@@ -102,7 +103,14 @@ def sample_smc(
         ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20);
         ``waste_free`` (``False`` default; ``True`` or a chain length ``P ≥ 2``, ``True``
         meaning 10: waste-free SMC, Dau & Chopin 2022: each stage resamples ``⌈N/P⌉``
-        particles, runs ``P − 1`` transitions from each, and keeps all the states); ``init``
+        particles, runs ``P − 1`` transitions from each, and keeps all the states);
+        ``persistent`` (``False`` default; ``True`` or a number ``L ≥ 2`` of populations
+        kept: persistent sampling, Karamanis et al. 2025, which reweights every past
+        population to each τ by multiple importance sampling and resamples from them all;
+        with ``True`` all populations are kept within ``memory_budget / chains`` bytes; ESS
+        schedule (the pooled weights' ESS ``≥ threshold · draws``) or a fixed one; its MCSE
+        is the chains' spread only, NaN with a warning below 4 chains; see
+        docs/algorithms.md, "Persistent sampling"); ``init``
         (default ``"auto"``, see :func:`pymc_crais.sample_ais`),
         ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
@@ -178,6 +186,7 @@ def plan_smc(
     correlation_threshold = kw.pop("correlation_threshold", 0.01)
     max_correlation = kw.pop("max_correlation", 0.1)
     waste_free = kw.pop("waste_free", False)
+    persistent = kw.pop("persistent", False)
     max_step = kw.pop("max_step", None)
     min_step = kw.pop("min_step", None)
     max_steps = kw.pop("max_steps", 10_000)
@@ -217,6 +226,7 @@ def plan_smc(
         waste_free = 0
     else:
         waste_free = check_int(waste_free, "waste_free", 2, "or waste_free=True (P = 10)")
+    persistent = check_persistent(persistent, schedule, waste_free, path)
     if n_mcmc_steps not in ("auto", "pymc"):
         check_int(n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
     max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
@@ -237,6 +247,7 @@ def plan_smc(
         "n_mcmc_steps": str(n_mcmc_steps),
         "max_mcmc_steps": int(max_mcmc_steps),
         "waste_free": int(waste_free),
+        **({"persistent": persistent} if persistent else {}),
         "resample": resample,
         "resample_threshold": float(resample_threshold),
         "resampler": resampler,
@@ -279,5 +290,7 @@ def plan_smc(
         max_correlation=float(max_correlation),
         waste_free=waste_free,
     )
+    if persistent:
+        task_kwargs["stages"] = persistent_stages(persistent, setup)
     path = build_path(setup, path, alpha, c, attrs, path_kwargs)
     return AnnealPlan(setup, path, sched, "SMC", task_kwargs, attrs, {}, t_start)
