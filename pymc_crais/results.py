@@ -223,7 +223,9 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
         Its Monte Carlo standard error: the pooled within-chain delta-method error, each
         chain's variance multiplied by a heavy-tail factor of its weights' Pareto k̂ (see
         :mod:`pymc_crais.core.estimators` and docs/reliability.md). Without within-chain
-        errors (e.g. results of ``pm.sample_smc``), the delta method on the chains' spread.
+        errors (e.g. results of ``pm.sample_smc``, or of persistent sampling,
+        ``sample_smc(persistent=True)``), the delta method on the chains' spread; NaN, with
+        an :class:`~pymc_crais.UnreliableEvidenceWarning`, for those with fewer than 4 chains.
     details : dict
         Only with ``return_details=True``: ``mcse_within`` (uncorrected),
         ``mcse_between``, ``tail_factor``, ``n_chains``, ``log_z_range`` and the chains'
@@ -280,6 +282,15 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             f"(NaN). Run pm.sample_smc with chains={MIN_CHAINS_BETWEEN} or more, or use "
             "pmc.sample_smc() (or pm.sample_smc(kernel=pmc.BatchedSMC)), whose chains each "
             "carry their own error.",
+            UnreliableEvidenceWarning,
+            stacklevel=user_stacklevel(),
+        )
+    if view.attrs.get("persistent") and values.size < MIN_CHAINS_BETWEEN:
+        mcse = float("nan")  # persistent sampling has no within-chain error
+        warnings.warn(
+            f"persistent sampling reports no within-chain error, and {values.size} chain(s) "
+            f"are too few to estimate one from their spread, so no MCSE is claimed (NaN). "
+            f"Run with chains={MIN_CHAINS_BETWEEN} or more, or persistent=False.",
             UnreliableEvidenceWarning,
             stacklevel=user_stacklevel(),
         )

@@ -33,6 +33,7 @@ from .paths import AnnealingPath
 from .records import AnnealResult, StageRecord, WeightsVanishedError
 from .resampling import RESAMPLE_POLICIES, ResamplingPolicy
 from .schedules import Schedule
+from .stage_view import StageView, drive_stages
 from .tails import coordinate_correlations, log_weight_tail
 from .weights import (
     clean_log_weights,
@@ -231,40 +232,6 @@ def _move(
     return moved
 
 
-class StageStrategy:
-    """The steps of one stage (:func:`anneal_stages` calls them in this order): the
-    next τ, the reweighting, the resampling and the moves, then the run's result.
-
-    This base class is the loop described in the module docstring (waste-free included);
-    a strategy that keeps its own state (a history of populations) returns a fresh object
-    from :meth:`begin`, once per run.
-    """
-
-    def begin(self, loop: _Loop) -> StageStrategy:
-        """The object that runs one annealing run, given its initial ``loop``."""
-        return self
-
-    def next_tau(self, loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: int):
-        """The next τ."""
-        return _next_tau(loop, schedule, path, max_stages)
-
-    def reweight(self, loop: _Loop, path: AnnealingPath, tau_new: float) -> tuple[float, float]:
-        """Reweight to ``τ_new``: the stage's ``log Ẑ`` increment and ESS."""
-        return _reweight(loop, path, tau_new)
-
-    def resample(self, loop: _Loop, rng, options: AnnealOptions, ess: float, tau_new: float):
-        """Resample if the policy wants it; whether it did."""
-        return _resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
-
-    def move(self, loop, rng, kernel, density, path, tau_new, options, n_total) -> MoveResult:
-        """Tune the kernel and move the population at ``τ_new``."""
-        return _move(loop, rng, kernel, density, path, tau_new, options, n_total)
-
-    def result(self, loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: int):
-        """The run's :class:`AnnealResult`."""
-        return _result(loop, path, options, n_evals)
-
-
 def anneal(
     rng: np.random.Generator,
     density: BatchedDensity,
@@ -336,34 +303,6 @@ def anneal(
     return drive_stages(anneal_stages(rng, density, x0, path, schedule, kernel, options), callback)
 
 
-def drive_stages(stages: Generator, callback: Callable | None = None):
-    """Run a stage generator (:func:`anneal_stages`, or one that delegates to it) to its
-    end, calling ``callback(stage, tau, ess, acceptance_rate)`` after each stage; returns
-    what the generator returns."""
-    while True:
-        try:
-            stage = next(stages)
-        except StopIteration as done:
-            return done.value
-        if callback is not None:
-            callback(stage.index, stage.tau, stage.ess, stage.acceptance_rate)
-
-
-@dataclass(frozen=True)
-class StageView:
-    """What :func:`anneal_stages` yields after each stage: the stage's index and numbers,
-    and the running estimate (scale shift included), for a caller that drives the loop
-    stage by stage (progress, PyMC's ``pm.sample_smc`` driver)."""
-
-    index: int
-    tau: float
-    ess: float
-    acceptance_rate: float
-    n_mcmc_steps: int
-    resampled: bool
-    log_marginal_likelihood: float
-
-
 def anneal_stages(
     rng: np.random.Generator,
     density: BatchedDensity,
@@ -388,7 +327,7 @@ def anneal_stages(
     while loop.tau < 1.0:
         tau_new = steps.next_tau(loop, schedule, path, options.max_stages)
         log_z_inc, ess = steps.reweight(loop, path, tau_new)
-        resampled = steps.resample(loop, rng, options, ess, tau_new)
+        resampled = steps.resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
         x_start = loop.state.x
         moved = steps.move(loop, rng, kernel, density, path, tau_new, options, n_particles)
         rec = loop.record
@@ -429,3 +368,19 @@ def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: i
         n_resamplings=loop.n_resamplings,
         initial_weight_tail=loop.initial_tail,
     )
+
+
+class StageStrategy:
+    """The steps of a stage, in the order :func:`anneal_stages` calls them, then the run's
+    result: this class is the loop of the module docstring (waste-free included). One with
+    a state of its own (a history) returns a fresh object from :meth:`begin`, once per run."""
+
+    next_tau = staticmethod(_next_tau)
+    reweight = staticmethod(_reweight)
+    resample = staticmethod(_resample)
+    move = staticmethod(_move)
+    result = staticmethod(_result)
+
+    def begin(self, loop: _Loop) -> StageStrategy:
+        """The object that runs one annealing run from its initial ``loop``."""
+        return self

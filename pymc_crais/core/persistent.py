@@ -39,18 +39,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..warnings import MaxStepsWarning, user_stacklevel
-from .anneal import AnnealOptions, AnnealResult, StageStrategy, _Loop, _move
-from .moves import MoveResult
+from .anneal import AnnealResult, StageStrategy
 from .particles import ParticleState
 from .paths import AnnealingPath
 from .records import WeightsVanishedError
 from .tails import log_weight_tail, pareto_tail_size
 from .weights import clean_log_weights, ess_from_log_weights, logsumexp
 
-__all__ = ["PersistentHistory", "PersistentSampling", "pooled_log_weights"]
+__all__ = ["PersistentHistory", "PersistentRun", "PersistentSampling", "mixture_log_density"]
+__all__ += ["pooled_ess_tau", "pooled_log_weights"]
 
 
-def _log_mixture(path: AnnealingPath, delta: np.ndarray, taus, log_zs, sizes) -> np.ndarray:
+def mixture_log_density(path: AnnealingPath, delta: np.ndarray, taus, log_zs, sizes) -> np.ndarray:
     """``log Σ_s N_s exp(h(τ_s, Δ) − log Ẑ_s)`` per particle (one pass per population)."""
     out = np.full(np.shape(delta), -np.inf)
     for tau, log_z, n in zip(taus, log_zs, sizes, strict=True):
@@ -136,12 +136,12 @@ class PersistentHistory:
             dropped = True
         if dropped:  # the mixture changed for every particle: recompute it
             self.delta = np.concatenate([s.delta for s in self.states])
-            self.log_mixture = _log_mixture(self.path, self.delta, self.taus, self.log_zs, self.sizes)
+            self.log_mixture = mixture_log_density(self.path, self.delta, self.taus, self.log_zs, self.sizes)
             return
         # the new population's term for the old particles, the whole mixture for the new
         new_term = np.log(state.n) + self.path.log_ratio(tau, self.delta) - log_z
         old = clean_log_weights(np.logaddexp(self.log_mixture, new_term))
-        new = _log_mixture(self.path, state.delta, self.taus, self.log_zs, self.sizes)
+        new = mixture_log_density(self.path, state.delta, self.taus, self.log_zs, self.sizes)
         self.delta = np.concatenate([self.delta, state.delta])
         self.log_mixture = np.concatenate([old, new])
 
@@ -191,14 +191,14 @@ class PersistentSampling(StageStrategy):
         if not self.max_bytes > 0:
             raise ValueError(f"max_bytes must be positive, got {self.max_bytes!r}")
 
-    def begin(self, loop: _Loop) -> _PersistentRun:
-        return _PersistentRun(self, loop)
+    def begin(self, loop) -> PersistentRun:
+        return PersistentRun(self, loop)
 
 
-class _PersistentRun(StageStrategy):
+class PersistentRun(StageStrategy):
     """One run of :class:`PersistentSampling`: its history and the current pooled weights."""
 
-    def __init__(self, config: PersistentSampling, loop: _Loop):
+    def __init__(self, config: PersistentSampling, loop):
         self.config = config
         self.history: PersistentHistory | None = None
         self.pool_log_w: np.ndarray | None = None
@@ -253,18 +253,19 @@ class _PersistentRun(StageStrategy):
         self.pool_log_w = lw
         return inc, ess_from_log_weights(lw)
 
-    def resample(self, loop, rng, options: AnnealOptions, ess, tau_new) -> bool:
-        """Draw the population's ``N`` particles from the pool (every stage)."""
+    def resample(self, loop, rng, policy, ess, tau_new, waste_free=0) -> bool:
+        """Draw the population's ``N`` particles from the pool (every stage) with the
+        policy's scheme."""
         n = loop.state.n
         w = np.exp(self.pool_log_w - logsumexp(self.pool_log_w))
-        idx = options.resampling.indices(rng, w, n)
+        idx = policy.indices(rng, w, n)
         loop.state, loop.eve = self.history.take(idx)
         loop.log_w = np.zeros(n)
         loop.n_resamplings += 1
         return True
 
-    def move(self, loop, rng, kernel, density, path, tau_new, options, n_total) -> MoveResult:
-        moved = _move(loop, rng, kernel, density, path, tau_new, options, n_total)
+    def move(self, loop, rng, kernel, density, path, tau_new, options, n_total):
+        moved = super().move(loop, rng, kernel, density, path, tau_new, options, n_total)
         self.history.add(loop.state, loop.eve, tau_new, loop.log_z)
         return moved
 
