@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # the repository root, so that ``tests`` imports as a package
     sys.path.insert(0, ROOT)
 
-SAMPLERS = ("ais", "crais", "smc", "rts")
+SAMPLERS = ("ais", "crais", "smc", "rts")  # and "smc_ps" (sample_smc(persistent=True)) on request
 CASES = ("normal_mean", "beta_binomial", "linear_regression", "gaussian_mixture_potential")
 
 
@@ -113,7 +113,9 @@ def overlapping_mixture(d: int = 10):
 def run(pmc, sampler: str, model, seed: int, chains: int):
     kw = {"model": model, "chains": chains, "cores": 1, "random_seed": seed, "progressbar": False}
     samplers = {"ais": pmc.sample_ais, "crais": pmc.sample_crais, "smc": pmc.sample_smc,
-                "rts": pmc.sample_rts}  # fmt: skip
+                "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc}  # fmt: skip
+    if sampler == "smc_ps":  # persistent sampling (its MCSE: the chains' spread only)
+        kw["persistent"] = True
     return samplers[sampler](**kw)
 
 
