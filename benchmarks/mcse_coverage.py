@@ -1,7 +1,7 @@
 """Coverage of ±2 MCSE and the rate of UnreliableEvidenceWarning over replicate seeds.
 
     python benchmarks/mcse_coverage.py --seeds 30 [--cases normal_mean,...] [--samplers ais,crais,smc,rts]
-                                  [--chains 4] [--jsonl runs.jsonl] [--summary]
+                                  [--chains 4] [--jsonl runs.jsonl] [--summary] [--init prior]
 
 Every public sampler runs with its defaults (only ``chains``, ``cores=1``, the seed and
 ``progressbar=False`` set) on the models with exact log Z of ``tests/exact_models.py``
@@ -110,8 +110,10 @@ def overlapping_mixture(d: int = 10):
     return ExactModel("mixture10_overlapping", model, float(log_z))
 
 
-def run(pmc, sampler: str, model, seed: int, chains: int):
+def run(pmc, sampler: str, model, seed: int, chains: int, init=None):
     kw = {"model": model, "chains": chains, "cores": 1, "random_seed": seed, "progressbar": False}
+    if init is not None:  # --init: e.g. "prior", for runs of many stages
+        kw["init"] = init
     samplers = {"ais": pmc.sample_ais, "crais": pmc.sample_crais, "smc": pmc.sample_smc,
                 "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc}  # fmt: skip
     if sampler == "smc_ps":  # persistent sampling (its MCSE: the chains' spread only)
@@ -200,6 +202,7 @@ def main(argv=None):
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--jsonl", default="coverage.jsonl")
+    ap.add_argument("--init", default=None, help="init= of every run (default: the sampler's)")
     ap.add_argument("--summary", action="store_true", help="only summarize --jsonl")
     args = ap.parse_args(argv)
     if args.summary:
@@ -214,7 +217,7 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 with warnings.catch_warnings(record=True) as w:
                     warnings.simplefilter("always")
-                    idata = run(pmc, sampler, model, seed, args.chains)
+                    idata = run(pmc, sampler, model, seed, args.chains, args.init)
                 caught = [
                     str(x.message).split("\n")[0]
                     for x in w
