@@ -71,6 +71,12 @@ def main(argv=None):
     print()
     print(f"cases: {len(table)}; misses smc {n_miss[0]} (silent {n_silent[0]}), "
           f"PS {n_miss[1]} (silent {n_silent[1]})")
+    same = np.array([t[1]["log_z_chains"] == t[2]["log_z_chains"] for t in table])
+    multi = ~same
+    print(f"cases where both give the same log Ẑ_c (one stage, τ: 0 -> 1): {int(same.sum())}; "
+          f"the other {int(multi.sum())}: median ratio reported {np.median(effs[multi]):.2f}, "
+          f"between-chain for both {np.median(effb[multi]):.2f} (geometric mean "
+          f"{np.exp(np.mean(np.log(effb[multi]))):.2f}); median evals ratio {np.median(ev[multi]):.2f}")
     print(f"median MCSE²·evals ratio PS/smc: reported {np.median(effs):.2f}, "
           f"between-chain for both {np.median(effb):.2f} (geometric mean {np.exp(np.mean(np.log(effb))):.2f}); "
           f"PS better (reported) on {int(np.sum(effs < 1))} of {effs.size}; "
