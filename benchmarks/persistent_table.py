@@ -2,7 +2,10 @@
 
     python benchmarks/validate.py --samplers smc,smc_ps --seed 21 --chains 4 \\
         --results benchmarks/out/validate_persistent.json
-    python benchmarks/persistent_table.py benchmarks/out/validate_persistent.json [--markdown]
+    python benchmarks/persistent_table.py benchmarks/out/validate_persistent.json
+    python benchmarks/mcse_coverage.py --seeds 30 --samplers smc,smc_ps --init prior \\
+        --jsonl benchmarks/out/persistent_replicates_prior.jsonl
+    python benchmarks/persistent_table.py --replicates benchmarks/out/persistent_replicates_prior.jsonl
 
 Per case: each sampler's error, reported MCSE (``pmc.log_marginal_likelihood``: the
 within-chain error for ``smc``, the chains' spread for ``smc_ps``), misses (validate.py's
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -46,11 +50,38 @@ def rows(recs: dict, base: str = "smc", other: str = "smc_ps"):
     return out
 
 
+def replicate_table(path: str) -> None:
+    """From ``mcse_coverage.py`` records of both samplers on the same seeds: per model, the
+    spread of the errors over the seeds (not a reported MCSE) and ``SD² × mean
+    evaluations``, persistent / ``smc``."""
+    recs = [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+    print("| model | seeds | SD of error smc / PS | mean evals smc / PS | stages smc / PS | "
+          "SD²·evals PS / smc | coverage ±2 MCSE smc / PS |")
+    print("|---|---|---|---|---|---|---|")
+    for case in sorted({r["case"] for r in recs}):
+        a = [r for r in recs if r["case"] == case and r["sampler"] == "smc"]
+        b = [r for r in recs if r["case"] == case and r["sampler"] == "smc_ps"]
+        if not a or not b:
+            continue
+        sd = [np.std([r["error"] for r in x], ddof=1) for x in (a, b)]
+        ev = [np.mean([r["evals"] for r in x]) for x in (a, b)]
+        st = [np.mean([np.mean(r["n_stages"]) for r in x]) for x in (a, b)]
+        cov = [np.mean([abs(r["error"]) <= 2 * r["mcse"] for r in x]) for x in (a, b)]
+        print(f"| {case} | {len(a)} | {sd[0]:.4f} / {sd[1]:.4f} | {ev[0]:.3g} / {ev[1]:.3g} | "
+              f"{st[0]:.1f} / {st[1]:.1f} | {sd[1] ** 2 * ev[1] / (sd[0] ** 2 * ev[0]):.2f} | "
+              f"{cov[0]:.0%} / {cov[1]:.0%} |")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results")
+    ap.add_argument("--replicates", action="store_true",
+                    help="results is an mcse_coverage.py JSONL of smc and smc_ps on the same seeds")
     args = ap.parse_args(argv)
-    recs = json.loads(open(args.results).read())
+    if args.replicates:
+        replicate_table(args.results)
+        return
+    recs = json.loads(Path(args.results).read_text())
     table = rows(recs)
 
     def miss(r):
