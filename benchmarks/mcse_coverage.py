@@ -1,7 +1,7 @@
 """Coverage of ±2 MCSE and the rate of UnreliableEvidenceWarning over replicate seeds.
 
     python benchmarks/mcse_coverage.py --seeds 30 [--cases normal_mean,...] [--samplers ais,crais,smc,rts]
-                                  [--chains 4] [--jsonl runs.jsonl] [--summary]
+                                  [--chains 4] [--jsonl runs.jsonl] [--summary] [--init prior]
 
 Every public sampler runs with its defaults (only ``chains``, ``cores=1``, the seed and
 ``progressbar=False`` set) on the models with exact log Z of ``pymc_crais/validation/testing.py``
@@ -27,14 +27,18 @@ import numpy as np
 
 from pymc_crais.validation.testing import build_case
 
-SAMPLERS = ("ais", "crais", "smc", "rts")
+SAMPLERS = ("ais", "crais", "smc", "rts")  # and "smc_ps" (sample_smc(persistent=True)) on request
 CASES = ("normal_mean", "beta_binomial", "linear_regression", "gaussian_mixture_potential")
 
 
-def run(pmc, sampler: str, model, seed: int, chains: int):
+def run(pmc, sampler: str, model, seed: int, chains: int, init=None):
     kw = {"model": model, "chains": chains, "cores": 1, "random_seed": seed, "progressbar": False}
+    if init is not None:  # --init: e.g. "prior", for runs of many stages
+        kw["init"] = init
     samplers = {"ais": pmc.sample_ais, "crais": pmc.sample_crais, "smc": pmc.sample_smc,
-                "rts": pmc.sample_rts}  # fmt: skip
+                "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc}  # fmt: skip
+    if sampler == "smc_ps":  # persistent sampling (its MCSE: the chains' spread only)
+        kw["persistent"] = True
     return samplers[sampler](**kw)
 
 
@@ -80,6 +84,10 @@ def record(case, sampler, seed, idata, exact, caught, seconds) -> dict:
         "agreement_p": det["agreement_p_value"],
         "warnings": caught,
         "seconds": seconds,
+        # model evaluations as validate.py counts them (chains plus run-level work)
+        "evals": int(np.sum(st["n_logp_evals"].values))
+        + sum(int(st.attrs.get(k, 0)) for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")),
+        "n_stages": st["n_stages"].values.tolist(),
     }
 
 
@@ -119,6 +127,7 @@ def main(argv=None):
     ap.add_argument("--samplers", default=",".join(SAMPLERS))
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--jsonl", default="coverage.jsonl")
+    ap.add_argument("--init", default=None, help="init= of every run (default: the sampler's)")
     ap.add_argument("--summary", action="store_true", help="only summarize --jsonl")
     args = ap.parse_args(argv)
     if args.summary:
@@ -133,7 +142,7 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 with warnings.catch_warnings(record=True) as w:
                     warnings.simplefilter("always")
-                    idata = run(pmc, sampler, model, seed, args.chains)
+                    idata = run(pmc, sampler, model, seed, args.chains, args.init)
                 caught = [
                     str(x.message).split("\n")[0]
                     for x in w

@@ -12,7 +12,8 @@ as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` a
 ``--init``, to compare starts, which ``pm_smc`` ignores; and any sampler options given as JSON
 with ``--kwargs``; both are recorded in the results and part of their key):
 
-* ``smc``: ``pmc.sample_smc()``; ``crais``: ``pmc.sample_crais()``; ``ais``:
+* ``smc``: ``pmc.sample_smc()``; ``smc_ps``: ``pmc.sample_smc(persistent=True)``
+  (persistent sampling; only when named in ``--samplers``); ``crais``: ``pmc.sample_crais()``; ``ais``:
   ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
 * ``pm_smc``: ``pm.sample_smc()`` (PyMC's default IMH kernel, subclassed only to count model
   evaluations as ``benchmarks/bench_accuracy_cost.py`` does);
@@ -75,8 +76,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc", "pm_batched", "pm_crsmc", "pm_crais", "bridge")
+OPTIONAL_SAMPLERS = ("smc_ps",)  # run only when named in --samplers
 LABELS = {
     "smc": "pmc.sample_smc",
+    "smc_ps": "pmc.sample_smc(persistent=True)",
     "crais": "pmc.sample_crais",
     "ais": "pmc.sample_ais",
     "rts": "pmc.sample_rts",
@@ -230,8 +233,8 @@ def run_one(
                 rec["init_used"] = {k: _plain(st.attrs[k]) for k in INIT_ATTRS if k in st.attrs}
             else:
                 fn = {"smc": pmc.sample_smc, "crais": pmc.sample_crais, "ais": pmc.sample_ais,
-                      "rts": pmc.sample_rts}[sampler]  # fmt: skip
-                idata = fn(**kw)
+                      "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc}[sampler]  # fmt: skip
+                idata = fn(**kw, **({"persistent": True} if sampler == "smc_ps" else {}))
                 log_z, mcse = pmc.log_marginal_likelihood(idata)
                 per_chain = np.asarray(
                     idata["sample_stats"]["log_marginal_likelihood"].values, float
@@ -390,7 +393,7 @@ def text_table(recs: list[dict]) -> str:
 
 def summary(recs: list[dict]) -> str:
     out = []
-    for s in SAMPLERS:
+    for s in SAMPLERS + OPTIONAL_SAMPLERS:
         rs = [r for r in recs if r["sampler"] == s]
         if not rs:
             continue
@@ -609,8 +612,9 @@ def main(argv=None):
     names = select_cases(args.cases, args.quick)
     samplers = [s.strip() for s in args.samplers.split(",")]
     for s in samplers:
-        if s not in SAMPLERS:
-            ap.error(f"--samplers: unknown sampler {s!r}; choose from {', '.join(SAMPLERS)}")
+        if s not in SAMPLERS + OPTIONAL_SAMPLERS:
+            known = ", ".join(SAMPLERS + OPTIONAL_SAMPLERS)
+            ap.error(f"--samplers: unknown sampler {s!r}; choose from {known}")
     for n in names:
         get_case(n)  # fails early on a typo
     store_path = Path(args.results)

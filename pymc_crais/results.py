@@ -227,6 +227,9 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
         chain's variance multiplied by a heavy-tail factor of its weights' Pareto k̂ (see
         :mod:`pymc_crais.core.estimators` and docs/reliability.md). Without within-chain
         errors (e.g. results of ``pm.sample_smc``), the delta method on the chains' spread.
+        Persistent sampling (``sample_smc(persistent=True)``): that spread times
+        ``t_{0.975, C−1} / z_{0.975}`` (1.62 with 4 chains), so that ±2 MCSE covers about
+        95 %; NaN, with an :class:`~pymc_crais.UnreliableEvidenceWarning`, below 4 chains.
     details : dict
         Only with ``return_details=True``: ``mcse_within`` (uncorrected),
         ``mcse_between``, ``tail_factor``, ``n_chains``, ``log_z_range`` and the chains'
@@ -280,6 +283,22 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             f"(NaN). Run pm.sample_smc with chains={MIN_CHAINS_BETWEEN} or more, or use "
             "pmc.sample_smc() (or pm.sample_smc(kernel=pmc.BatchedSMC)), whose chains each "
             "carry their own error.",
+            UnreliableEvidenceWarning,
+            stacklevel=user_stacklevel(),
+        )
+    if view.attrs.get("persistent") and values.size >= MIN_CHAINS_BETWEEN:
+        # no within-chain error: the chains' spread, with Student's t_{0.975, C-1} / z_{0.975}
+        # so that ±2 MCSE covers as a known standard error would (docs/algorithms.md)
+        from scipy import stats
+
+        details["t_factor"] = float(stats.t.ppf(0.975, values.size - 1) / stats.norm.ppf(0.975))
+        mcse = float(details["mcse_between"] * details["t_factor"])
+    elif view.attrs.get("persistent"):
+        mcse = float("nan")  # persistent sampling has no within-chain error
+        warnings.warn(
+            f"persistent sampling reports no within-chain error, and {values.size} chain(s) "
+            f"are too few to estimate one from their spread, so no MCSE is claimed (NaN). "
+            f"Run with chains={MIN_CHAINS_BETWEEN} or more, or persistent=False.",
             UnreliableEvidenceWarning,
             stacklevel=user_stacklevel(),
         )

@@ -40,6 +40,7 @@ from .paths import AnnealingPath
 from .records import AnnealResult, StageRecord, WeightsVanishedError
 from .resampling import RESAMPLE_POLICIES, ResamplingPolicy
 from .schedules import Schedule
+from .stage_view import StageView, drive_stages
 from .tails import coordinate_correlations, log_weight_tail
 from .weights import (
     clean_log_weights,
@@ -49,7 +50,7 @@ from .weights import (
 )
 
 __all__ = ["RESAMPLE_POLICIES", "AnnealOptions", "AnnealResult", "MaxStepsWarning"]
-__all__ += ["ParamsByTau", "StageView", "WeightsVanishedError", "anneal", "anneal_stages"]
+__all__ += ["ParamsByTau", "StageStrategy", "StageView", "WeightsVanishedError", "anneal", "anneal_stages"]
 __all__ += ["drive_stages", "mean_correlation"]
 
 
@@ -79,6 +80,10 @@ class AnnealOptions:
         transitions), and all states (cut to ``N``) are the new, equally weighted
         population (:meth:`~pymc_crais.core.kernels.moves.Moves.run_chains`); stages without
         resampling move as ``moves`` says. 0: off.
+    stages : StageStrategy, optional
+        How each stage chooses τ, reweights, resamples and moves (default
+        :class:`StageStrategy`, the steps above); e.g.
+        :class:`~pymc_crais.core.persistent.PersistentSampling`.
     """
 
     moves: Moves = field(default_factory=Moves)
@@ -87,6 +92,7 @@ class AnnealOptions:
     tune_from_weights: bool = False
     kernel_params: Callable | None = None
     waste_free: int = 0
+    stages: StageStrategy | None = None
 
     def __post_init__(self):
         if int(self.max_stages) != self.max_stages or self.max_stages < 1:
@@ -113,6 +119,7 @@ class AnnealOptions:
         tune_from_weights: bool = False,
         kernel_params: Callable | None = None,
         waste_free: int = 0,
+        stages: StageStrategy | None = None,
     ) -> AnnealOptions:
         """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
         of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy)."""
@@ -123,7 +130,9 @@ class AnnealOptions:
             n_mcmc_steps, max_mcmc_steps, correlation_threshold, max_correlation
         )
         cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
-        return cls(moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free))
+        return cls(
+            moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages
+        )
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -301,34 +310,6 @@ def anneal(
     return drive_stages(anneal_stages(rng, density, x0, path, schedule, kernel, options), callback)
 
 
-def drive_stages(stages: Generator, callback: Callable | None = None):
-    """Run a stage generator (:func:`anneal_stages`, or one that delegates to it) to its
-    end, calling ``callback(stage, tau, ess, acceptance_rate)`` after each stage; returns
-    what the generator returns."""
-    while True:
-        try:
-            stage = next(stages)
-        except StopIteration as done:
-            return done.value
-        if callback is not None:
-            callback(stage.index, stage.tau, stage.ess, stage.acceptance_rate)
-
-
-@dataclass(frozen=True)
-class StageView:
-    """What :func:`anneal_stages` yields after each stage: the stage's index and numbers,
-    and the running estimate (scale shift included), for a caller that drives the loop
-    stage by stage (progress, PyMC's ``pm.sample_smc`` driver)."""
-
-    index: int
-    tau: float
-    ess: float
-    acceptance_rate: float
-    n_mcmc_steps: int
-    resampled: bool
-    log_marginal_likelihood: float
-
-
 def anneal_stages(
     rng: np.random.Generator,
     density: BatchedDensity,
@@ -349,12 +330,13 @@ def anneal_stages(
     loop = _Loop(state, kernel.init(state), np.zeros(state.n), np.arange(state.n))
     loop.initial_tail = log_weight_tail(state.delta)  # q0's weights against the target
     n_particles = state.n
+    steps = (options.stages or StageStrategy()).begin(loop)
     while loop.tau < 1.0:
-        tau_new = _next_tau(loop, schedule, path, options.max_stages)
-        log_z_inc, ess = _reweight(loop, path, tau_new)
-        resampled = _resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
+        tau_new = steps.next_tau(loop, schedule, path, options.max_stages)
+        log_z_inc, ess = steps.reweight(loop, path, tau_new)
+        resampled = steps.resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
         x_start = loop.state.x
-        moved = _move(loop, rng, kernel, density, path, tau_new, options, n_particles)
+        moved = steps.move(loop, rng, kernel, density, path, tau_new, options, n_particles)
         rec = loop.record
         rec.tau.append(tau_new)
         rec.ess.append(ess)
@@ -372,7 +354,7 @@ def anneal_stages(
         loop.tau = tau_new
         loop.stage += 1
         yield view
-    return _result(loop, path, options, int(density.n_evals - evals_before))
+    return steps.result(loop, path, options, int(density.n_evals - evals_before))
 
 
 def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: int) -> AnnealResult:
@@ -393,3 +375,19 @@ def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: i
         n_resamplings=loop.n_resamplings,
         initial_weight_tail=loop.initial_tail,
     )
+
+
+class StageStrategy:
+    """The steps of a stage, in the order :func:`anneal_stages` calls them, then the run's
+    result: this class is the loop of the module docstring (waste-free included). One with
+    a state of its own (a history) returns a fresh object from :meth:`begin`, once per run."""
+
+    next_tau = staticmethod(_next_tau)
+    reweight = staticmethod(_reweight)
+    resample = staticmethod(_resample)
+    move = staticmethod(_move)
+    result = staticmethod(_result)
+
+    def begin(self, loop: _Loop) -> StageStrategy:
+        """The object that runs one annealing run from its initial ``loop``."""
+        return self

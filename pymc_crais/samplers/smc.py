@@ -21,6 +21,7 @@ from .engine.options import (
     resolve_schedule,
 )
 from .engine.path_option import build_path, check_path
+from .engine.persistent_option import check_persistent, persistent_stages
 from .engine.pipeline import prepare
 from .engine.runner import single_threaded_blas
 from .engine.smc_settings import SMCSettings
@@ -101,7 +102,14 @@ def sample_smc(
         ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20);
         ``waste_free`` (``False`` default; ``True`` or a chain length ``P ≥ 2``, ``True``
         meaning 10: waste-free SMC, Dau & Chopin 2022: each stage resamples ``⌈N/P⌉``
-        particles, runs ``P − 1`` transitions from each, and keeps all the states); ``init``
+        particles, runs ``P − 1`` transitions from each, and keeps all the states);
+        ``persistent`` (``False`` default; ``True`` or a number ``L ≥ 2`` of populations
+        kept: persistent sampling, Karamanis et al. 2025, which reweights every past
+        population to each τ by multiple importance sampling and resamples from them all;
+        with ``True`` all populations are kept within ``memory_budget / chains`` bytes; ESS
+        schedule (the pooled weights' ESS ``≥ threshold · draws``) or a fixed one; its MCSE
+        is the chains' spread only, NaN with a warning below 4 chains; see
+        docs/algorithms.md, "Persistent sampling"); ``init``
         (default ``"auto"``, see :func:`pymc_crais.sample_ais`),
         ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
@@ -160,6 +168,7 @@ def plan_smc(
     max_step, min_step = st.max_step, st.min_step
     make_path(alpha, 0.0)
     path, path_kwargs = check_path(st.path, alpha, schedule, st.path_kwargs)
+    persistent = check_persistent(st.persistent, schedule, st.waste_free, path)
     sched: Schedule | None
     if isinstance(schedule, str) and schedule in ADAPTIVE_SCHEDULES:
         rule = ESSSchedule if schedule == "ess" else CESSSchedule
@@ -205,6 +214,7 @@ def plan_smc(
         "resample": st.resample,
         "resample_threshold": st.resample_threshold,
         "resampler": st.resampler,
+        **({"persistent": persistent} if persistent else {}),
     }
     one_step = False
     if is_cr and n_steps is None and is_auto(delta):
@@ -245,6 +255,7 @@ def plan_smc(
         tune_from_weights=True,
         max_correlation=float(st.max_correlation),
         waste_free=st.waste_free,
+        stages=persistent_stages(persistent, setup) if persistent else None,
     )
     path = build_path(setup, path, alpha, c, attrs, path_kwargs)
     return AnnealPlan(setup, path, sched, "SMC", run_options, attrs, {}, t_start)

@@ -46,6 +46,7 @@ class SMCSettings:
     correlation_threshold: float = CORRELATION_THRESHOLD
     max_correlation: float = MAX_CORRELATION
     waste_free: object = False
+    persistent: object = False
     max_step: float | None = None
     min_step: float | None = None
     max_steps: int = 10_000
