@@ -80,6 +80,10 @@ class AnnealOptions:
         transitions), and all states (cut to ``N``) are the new, equally weighted
         population (:meth:`~pymc_crais.core.kernels.moves.Moves.run_chains`); stages without
         resampling move as ``moves`` says. 0: off.
+    observers : tuple, default ()
+        Objects told the population at the start of every stage, before its τ is chosen:
+        ``begin_stage(stage, tau, state, log_weights)`` (e.g. the constant-rate
+        rule's probe in a pilot run); they must not change it.
     stages : StageStrategy, optional
         How each stage chooses τ, reweights, resamples and moves (default
         :class:`StageStrategy`, the steps above); e.g.
@@ -93,6 +97,7 @@ class AnnealOptions:
     kernel_params: Callable | None = None
     waste_free: int = 0
     stages: StageStrategy | None = None
+    observers: tuple = ()
 
     def __post_init__(self):
         if int(self.max_stages) != self.max_stages or self.max_stages < 1:
@@ -120,6 +125,7 @@ class AnnealOptions:
         kernel_params: Callable | None = None,
         waste_free: int = 0,
         stages: StageStrategy | None = None,
+        observers: tuple = (),
     ) -> AnnealOptions:
         """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
         of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy)."""
@@ -131,7 +137,8 @@ class AnnealOptions:
         )
         cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
         return cls(
-            moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages
+            moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages,
+            tuple(observers),
         )
 
 
@@ -272,32 +279,14 @@ def anneal(
     callback : callable, optional
         ``callback(stage, tau, ess, acceptance_rate)`` after each stage (progress bars).
     **settings
-        The same as flat keywords (:meth:`AnnealOptions.from_settings`):
-
-        n_mcmc_steps : int, "auto" or "pymc", default 1
-            Kernel transitions per stage. ``"auto"`` moves until the 0.9-quantile of the
-            coordinates' correlations with the positions at the start of the stage is below
-            ``max_correlation`` (:class:`~pymc_crais.core.kernels.moves.QuantileCorrelationStop`);
-            ``"pymc"`` until the mean correlation drops by less than
-            ``correlation_threshold`` in one transition (or below 0.1: PyMC's rule,
-            :class:`~pymc_crais.core.kernels.moves.CorrelationStop`); both at most
-            ``max_mcmc_steps`` times.
-        max_mcmc_steps : int, default 20
-        correlation_threshold : float, default 0.01
-        max_correlation : float, default 0.1
-            The bound of ``"auto"``.
-        waste_free : int, default 0
-            See :class:`AnnealOptions`.
-        resample : {"never", "always", "ess"}, default "never"
-            ``"never"`` is AIS; ``"ess"`` resamples when the ESS falls below
-            ``threshold · N``.
-        threshold : float, default 0.5
-        resampler : str, default "systematic"
-            Resampling scheme (see :mod:`pymc_crais.core.resampling`).
-        max_stages (or its old name max_steps) : int, default 100000
-        tune_from_weights : bool, default False
-        kernel_params : callable, optional
-            See :class:`AnnealOptions`.
+        The same as flat keywords (:meth:`AnnealOptions.from_settings`, whose signature
+        holds the defaults): ``n_mcmc_steps`` (an integer, ``"auto"`` or ``"pymc"``, see
+        :meth:`~pymc_crais.core.kernels.moves.Moves.from_setting`), ``max_mcmc_steps``,
+        ``correlation_threshold``, ``max_correlation``, ``waste_free``, ``resample``
+        (``"never"``: AIS; ``"always"``; ``"ess"``: below ``threshold · N``),
+        ``threshold``, ``resampler`` (:mod:`pymc_crais.core.resampling`), ``max_stages``
+        (old name ``max_steps``), ``tune_from_weights``, ``kernel_params``, ``stages`` and
+        ``observers`` (see :class:`AnnealOptions`).
 
     Returns
     -------
@@ -332,6 +321,8 @@ def anneal_stages(
     n_particles = state.n
     steps = (options.stages or StageStrategy()).begin(loop)
     while loop.tau < 1.0:
+        for observer in options.observers:
+            observer.begin_stage(loop.stage, loop.tau, loop.state, loop.log_w)
         tau_new = steps.next_tau(loop, schedule, path, options.max_stages)
         log_z_inc, ess = steps.reweight(loop, path, tau_new)
         resampled = steps.resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)

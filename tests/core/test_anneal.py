@@ -434,3 +434,33 @@ def test_resampling_policy():
         ResamplingPolicy("sometimes")
     with pytest.raises(ValueError, match="threshold"):
         ResamplingPolicy("ess", 0.0)
+
+
+def test_observers_see_each_stage_before_its_tau_is_chosen():
+    """An observer is told (stage, τ, state, log w) at the start of every stage, and the
+    run's bits do not depend on it."""
+    from pymc_crais.core import FunctionDensity, anneal, make_kernel, make_path
+    from pymc_crais.core.schedules import linear_schedule, make_fixed_schedule
+
+    dens = FunctionDensity(
+        1, lambda x: -0.5 * x[:, 0] ** 2, lambda x: -0.5 * (x[:, 0] - 1.0) ** 2,
+        lambda x: -x, lambda x: -(x - 1.0), lambda rng, n: rng.standard_normal((n, 1)),
+    )  # fmt: skip
+
+    class Seen:
+        def __init__(self):
+            self.calls = []
+
+        def begin_stage(self, stage, tau, state, log_weights):
+            self.calls.append((stage, tau, state.n, float(np.sum(log_weights))))
+
+    runs = []
+    for observers in ((), (Seen(),)):
+        rng = np.random.default_rng(3)
+        res = anneal(rng, dens, rng.standard_normal((200, 1)), make_path(0.0),
+                     make_fixed_schedule(linear_schedule(5)), make_kernel("rwmh"), observers=observers)  # fmt: skip
+        runs.append((res, observers))
+    (plain, _), (seen, (obs,)) = runs
+    assert seen.log_marginal_likelihood == plain.log_marginal_likelihood
+    assert [c[:3] for c in obs.calls] == [(k, pytest.approx(k / 5), 200) for k in range(5)]
+    assert obs.calls[0][3] == 0.0  # AIS: the first stage starts from equal weights

@@ -22,7 +22,7 @@ import numpy as np
 from ...core.anneal import AnnealResult, anneal
 from ...core.particles import ParticleState
 from ...core.paths import make_path
-from ...core.schedules import FixedSchedule, Schedule, exponential_schedule, make_fixed_schedule
+from ...core.schedules import FixedSchedule, exponential_schedule, make_fixed_schedule
 from ...core.schedules.adaptive import ConstantRateSchedule
 from ...core.schedules.rate_reference import RateReference, reference_total_rate
 from ...core.schedules.thermodynamic import fisher_metric, path_score, thermodynamic_schedule
@@ -67,18 +67,10 @@ class RateProbe:
         self.alpha = float(alpha)
         self.samples = []  # (tau, Δ array, log_weights array)
 
-    def wrap(self, schedule: Schedule) -> Schedule:
-        """``schedule``, recording ``(τ, Δ, log w)`` each time it is asked for a next τ."""
-        probe = self
-
-        class Recording(Schedule):
-            name = schedule.name
-
-            def next_tau(self, stage, tau, state, log_weights, path):
-                probe.samples.append((tau, state.delta.copy(), np.array(log_weights, dtype=float)))
-                return schedule.next_tau(stage, tau, state, log_weights, path)
-
-        return Recording()
+    def begin_stage(self, stage, tau, state, log_weights) -> None:
+        """An observer of the loop (:class:`~pymc_crais.core.anneal.AnnealOptions`'s
+        ``observers``): record ``(τ, Δ, log w)`` where each next τ is chosen."""
+        self.samples.append((tau, state.delta.copy(), np.array(log_weights, dtype=float)))
 
     def reference(self, final=None) -> RateReference:
         """The recorded stages (plus ``final = (Δ, log w)`` at τ = 1) pooled into one
@@ -129,9 +121,8 @@ def pilot_run(rng, density, x0, kernel, schedule=None, probe: RateProbe | None =
     """A geometric AIS run of the particles ``x0`` (``schedule`` default:
     :func:`rate_pilot_schedule`), recorded by ``probe`` if given."""
     schedule = rate_pilot_schedule() if schedule is None else schedule
-    if probe is not None:
-        schedule = probe.wrap(schedule)
-    return anneal(rng, density, x0, make_path(0.0), schedule, kernel)
+    observers = (probe,) if probe is not None else ()
+    return anneal(rng, density, x0, make_path(0.0), schedule, kernel, observers=observers)
 
 
 def rate_for_steps(total: float, n_steps: int) -> float:
