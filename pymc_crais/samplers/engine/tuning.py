@@ -20,10 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.anneal import AnnealResult, anneal
-from ...core.particles import ParticleState
 from ...core.paths import make_path
 from ...core.schedules import FixedSchedule, exponential_schedule, make_fixed_schedule
-from ...core.schedules.adaptive import ConstantRateSchedule
+from ...core.schedules.adaptive import ConstantRateSchedule, rate_statistics
 from ...core.schedules.rate_reference import RateReference, reference_total_rate
 from ...core.schedules.thermodynamic import fisher_metric, path_score, thermodynamic_schedule
 from ...warnings import MaxStepsWarning
@@ -101,11 +100,9 @@ class RateProbe:
     def integral(self, c: float) -> float:
         """``T ≈ ∫ v r^α / (1 − τ) dτ`` by the trapezoid rule in ``log τ`` (plus [0, τ_1])."""
         path = make_path(self.alpha, c)
-        rate = ConstantRateSchedule(1.0, variance="unweighted")
         taus, vals = [], []
         for tau, delta, log_w in self.samples:
-            state = ParticleState(np.zeros((delta.size, 1)), np.zeros(delta.size), delta)
-            v, log_r = rate.rate_statistics(tau, state, log_w, path)
+            v, log_r = rate_statistics(delta, log_w, tau, path, weighted=False)
             taus.append(tau)
             vals.append(v * np.exp(min(self.alpha * log_r, 700.0)) / max(1.0 - tau, 1e-300))
         taus, vals = np.asarray(taus), np.asarray(vals)
