@@ -43,6 +43,7 @@ from .anneal import AnnealResult, StageStrategy
 from .particles import ParticleState
 from .paths import AnnealingPath
 from .records import WeightsVanishedError
+from .schedules.adaptive import bisect_step
 from .tails import log_weight_tail, pareto_tail_size
 from .weights import clean_log_weights, ess_from_log_weights, logsumexp
 
@@ -322,17 +323,4 @@ def pooled_ess_tau(
         total = logsumexp(lw)
         return np.isfinite(total) and 2.0 * total - logsumexp(2.0 * lw) >= log_target
 
-    hi_tau = min(1.0, tau + max_dtau)
-    if ok(hi_tau):
-        return hi_tau
-    lo = np.log(max(1e-300, min_dtau if min_dtau > 0 else 1e-14 * max(1.0 - tau, 1e-300)))
-    hi = np.log(hi_tau - tau)
-    if lo >= hi or not ok(tau + np.exp(lo)):
-        return min(1.0, tau + max(min_dtau, np.exp(lo)))
-    while hi - lo > tol:
-        mid = 0.5 * (lo + hi)
-        if ok(tau + np.exp(mid)):
-            lo = mid
-        else:
-            hi = mid
-    return min(1.0, tau + np.exp(lo))
+    return bisect_step(ok, tau, min_dtau, max_dtau, tol)

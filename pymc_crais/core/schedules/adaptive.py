@@ -23,7 +23,7 @@ import numpy as np
 from ..weights import clean_log_weights, logsumexp
 from .fixed import Schedule
 
-__all__ = ["CESSSchedule", "ConstantRateSchedule", "ESSSchedule", "rate_statistics"]
+__all__ = ["CESSSchedule", "ConstantRateSchedule", "ESSSchedule", "bisect_step", "rate_statistics"]
 
 
 def _check_rho(rho: float, name: str = "rho") -> float:
@@ -66,6 +66,27 @@ def _log_ess(log_w: np.ndarray) -> float:
     return 2.0 * total - logsumexp(2.0 * log_w)
 
 
+def bisect_step(ok, tau: float, min_dtau: float, max_dtau: float, tol: float) -> float:
+    """The largest τ' in ``(τ, min(1, τ + max_dtau)]`` with ``ok(τ')`` (``ok`` true for
+    small steps and false beyond some step), searched on ``log(τ' − τ)`` to relative
+    precision ``tol``; ``τ + min_dtau`` (or the smallest step tried) when not even that is
+    acceptable."""
+    hi_tau = min(1.0, tau + max_dtau)
+    if ok(hi_tau):
+        return hi_tau
+    lo = np.log(max(1e-300, min_dtau if min_dtau > 0 else 1e-14 * max(1.0 - tau, 1e-300)))
+    hi = np.log(hi_tau - tau)
+    if lo >= hi or not ok(tau + np.exp(lo)):
+        return min(1.0, tau + max(min_dtau, np.exp(lo)))
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if ok(tau + np.exp(mid)):
+            lo = mid
+        else:
+            hi = mid
+    return min(1.0, tau + np.exp(lo))
+
+
 class _BisectionSchedule(Schedule):
     """Largest τ' in ``(τ, min(1, τ + max_dtau)]`` whose criterion stays ≥ 0.
 
@@ -101,25 +122,12 @@ class _BisectionSchedule(Schedule):
 
     def next_tau(self, stage, tau, state, log_weights, path) -> float:
         log_w = clean_log_weights(log_weights)
-        hi_tau = min(1.0, tau + self.max_dtau)
         ref = self.reference(log_w)
 
         def ok(t):
             return self.criterion(log_w, path.state_log_increment(tau, t, state), ref) >= 0.0
 
-        if ok(hi_tau):
-            return hi_tau
-        lo = np.log(max(1e-300, self.min_dtau if self.min_dtau > 0 else 1e-14 * max(1.0 - tau, 1e-300)))
-        hi = np.log(hi_tau - tau)
-        if lo >= hi or not ok(tau + np.exp(lo)):
-            return min(1.0, tau + max(self.min_dtau, np.exp(lo)))
-        while hi - lo > self.tol:
-            mid = 0.5 * (lo + hi)
-            if ok(tau + np.exp(mid)):
-                lo = mid
-            else:
-                hi = mid
-        return min(1.0, tau + np.exp(lo))
+        return bisect_step(ok, tau, self.min_dtau, self.max_dtau, self.tol)
 
     def describe(self) -> dict:
         # the public (sampler argument) names
