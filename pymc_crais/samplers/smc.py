@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from ..core.anneal import AnnealOptions
 from ..core.paths import make_path
-from ..core.schedules import FIXED_SCHEDULES, FixedSchedule, Schedule
+from ..core.schedules import FIXED_SCHEDULES, Schedule
 from ..core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
-from ..core.schedules.run_length import predicted_mcse
 from .engine.anneal_chain import AnnealPlan
 from .engine.options import (
     ADAPTIVE_SCHEDULES,
@@ -25,7 +22,7 @@ from .engine.persistent_option import check_persistent, persistent_stages
 from .engine.pipeline import prepare
 from .engine.runner import single_threaded_blas
 from .engine.smc_settings import SMCSettings
-from .engine.start_point import DEFAULT_TARGET_MCSE, start_length_point
+from .engine.start_point import DEFAULT_TARGET_MCSE, one_step_schedule, start_length_point
 from .engine.tuning import rate_for_steps, scale_shift_pilot
 
 __all__ = ["SMC_SCHEDULES", "plan_smc", "sample_smc"]
@@ -223,12 +220,11 @@ def plan_smc(
         start = start_length_point(setup)
         attrs.update(start.attrs, target_mcse=target)
         if start.point is not None:
-            mcse = predicted_mcse(start.point.r, setup.draws, setup.chains)
-            attrs["predicted_mcse"] = mcse
-            one_step = mcse <= target
+            attrs["predicted_mcse"] = start.mcse
+        one_step = start.meets(target)
     if one_step:
         c = 0.0
-        sched = FixedSchedule(np.array([0.0, 1.0]), name="one_step")
+        sched = one_step_schedule()
         attrs.update(sched.describe(), c=c, scale_shift="fixed")
         attrs["n_logp_evals_pilot"] = attrs["n_logp_evals_start"]
     else:

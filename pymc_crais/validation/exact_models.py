@@ -284,18 +284,19 @@ def student_t_loc_scale(nu=4.0, prior_sd=10.0, scale_sd=5.0, n=15, seed=8):
 # ----------------------------------------------------------------------------- multimodal
 
 
-def mixture_normalized(d=10, prior_sd=5.0):
+def mixture_normalized(d=10, prior_sd=5.0, weights=(0.5, 0.3, 0.2), sds=(0.5, 0.8, 1.0)):
     """The joint density is a normalized 3-component Gaussian mixture: log Z = 0 exactly.
 
-    ``x ~ N(0, prior_sd²)`` plus ``Potential(log mixture(x) − log N(x; 0, prior_sd²))``.
+    ``x ~ N(0, prior_sd²)`` plus ``Potential(log mixture(x) − log N(x; 0, prior_sd²))``;
+    means ``+2·1``, ``−2·1`` and alternating ``±2``.
     """
     import pymc as pm
     import pytensor.tensor as pt
 
-    w = np.array([0.5, 0.3, 0.2])
+    w = np.asarray(weights, dtype=float)
     alt = np.where(np.arange(d) % 2 == 0, 2.0, -2.0)
     means = np.stack([np.full(d, 2.0), np.full(d, -2.0), alt])
-    sds = np.array([0.5, 0.8, 1.0])
+    sds = np.asarray(sds, dtype=float)
     with pm.Model() as model:
         x = pm.Normal("x", 0.0, prior_sd, shape=d)
         comps = [

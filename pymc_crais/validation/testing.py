@@ -168,18 +168,10 @@ def mixture_potential(d: int = 10, sds=(0.5, 0.5, 0.5), weights=(0.2, 0.3, 0.5))
     ``log Z = 0``. ``x ~ N(0, 2² I)`` and the Potential is ``log mix(x) − log N(x; 0, 2² I)``,
     so the posterior is the normalized mixture itself (means ``+2·1``, ``−2·1`` and
     alternating ``±2``, sd 0.5, weights 0.2/0.3/0.5: modes 25 sd apart)."""
-    w = np.asarray(weights, dtype=float)
-    alt = np.where(np.arange(d) % 2 == 0, 2.0, -2.0)
-    means = np.stack([np.full(d, 2.0), np.full(d, -2.0), alt])
-    prior_sd = 2.0
-    with pm.Model() as model:
-        x = pm.Normal("x", 0.0, prior_sd, shape=d)
-        comps = [
-            np.log(w[j]) + pm.logp(pm.Normal.dist(means[j], sds[j]), x).sum() for j in range(3)
-        ]
-        prior = pm.logp(pm.Normal.dist(0.0, prior_sd), x).sum()
-        pm.Potential("mixture", pt.logsumexp(pt.stack(comps)) - prior)
-    return ExactModel("mixture10", model, 0.0)
+    from .exact_models import mixture_normalized
+
+    model, log_z, _, _ = mixture_normalized(d, prior_sd=2.0, weights=weights, sds=sds)
+    return ExactModel("mixture10", model, log_z)
 
 
 def overlapping_mixture(d: int = 10):

@@ -20,14 +20,13 @@ from ...core.schedules.rate_reference import reference_rate_for_steps
 from ...core.schedules.run_length import (
     LengthPoint,
     choose_length,
-    predicted_mcse,
     relative_variance,
 )
 from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import prepare
-from .start_point import check_target_mcse, start_length_point
+from .start_point import check_target_mcse, one_step_schedule, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
 __all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "CRAISSettings", "final_transitions", "plan_crais"]
@@ -106,7 +105,7 @@ def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_s
         }
     )
     options = AnnealOptions.from_settings(n_mcmc_steps=int(n_mcmc), max_stages=2)
-    schedule = FixedSchedule(np.array([0.0, 1.0]), name="one_step")
+    schedule = one_step_schedule()
     return AnnealPlan(setup, make_path(alpha, 0.0), schedule, "CR-AIS", options, attrs, {}, t_start)
 
 
@@ -224,9 +223,8 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         attrs.update(start.attrs)
         if start.point is not None:
             points.append(start.point)
-            mcse = predicted_mcse(start.point.r, setup.draws, setup.chains)
-            if mcse <= target_mcse:
-                return _one_step_plan(setup, alpha, attrs, mcse, final_mcmc_steps, t_start)
+        if start.meets(target_mcse):
+            return _one_step_plan(setup, alpha, attrs, start.mcse, final_mcmc_steps, t_start)
 
     # 1. pilot: c for α ≠ 0 and the rate integral for delta="auto"
     # (for α ≠ 0 the rule's statistics come from the pilot's stages, pooled: issue 15)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.schedules.run_length import LengthPoint, relative_variance
+from ...core.schedules import FixedSchedule
+from ...core.schedules.run_length import LengthPoint, predicted_mcse, relative_variance
 from ...tail_stats import pareto_khat
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "START_MAX_KHAT",
     "StartPoint",
     "check_target_mcse",
+    "one_step_schedule",
     "start_length_point",
 ]
 
@@ -37,10 +39,21 @@ START_MAX_KHAT = 0.5
 class StartPoint:
     """The start's importance weights as a run of one step: its measured relative variance
     (``None`` when its weights are too heavy-tailed to trust, k̂ above
-    :data:`START_MAX_KHAT`) and the attributes that record it."""
+    :data:`START_MAX_KHAT`), the pooled MCSE it predicts for the final run's particles
+    (``inf`` without a point) and the attributes that record it."""
 
     point: LengthPoint | None
+    mcse: float
     attrs: dict
+
+    def meets(self, target: float) -> bool:
+        """Whether the one-step run is predicted to meet ``target``."""
+        return self.mcse <= target
+
+
+def one_step_schedule() -> FixedSchedule:
+    """The schedule of the one-step run: τ from 0 to 1 in one stage."""
+    return FixedSchedule(np.array([0.0, 1.0]), name="one_step")
 
 
 def check_target_mcse(target_mcse) -> float:
@@ -74,4 +87,5 @@ def start_length_point(setup) -> StartPoint:
         "n_logp_evals_start": int(setup.density.n_evals - before),
     }
     ok = khat <= START_MAX_KHAT or r <= 1e-12  # equal weights: no tail to fit
-    return StartPoint(LengthPoint(1, r) if ok else None, attrs)
+    mcse = predicted_mcse(r, setup.draws, setup.chains) if ok else float("inf")
+    return StartPoint(LengthPoint(1, r) if ok else None, mcse, attrs)
