@@ -100,17 +100,10 @@ def _instrument(times: dict, counts: dict) -> None:
     link steps) with timers; count PyTensor's compiled functions."""
     import importlib
 
-    from profile_defaults import LINKING, PHASES, REWRITES
+    from profile_defaults import LINKING, PHASES, REWRITES, timed_into
 
     def wrap(label, fn):
-        def timed(*a, **k):
-            s = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                times[label] = times.get(label, 0.0) + time.perf_counter() - s
-
-        return timed
+        return timed_into(times, label, fn)
 
     # profile_defaults' table, where its functions still live, and the annealing and output
     # of the current AnnealPlan (the same labels)

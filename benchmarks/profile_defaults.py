@@ -61,6 +61,19 @@ LINKING = "PyTensor linking (all compiles)"
 COMPILE_PHASES = ("  compile model density", "  compile prior sampler")
 
 
+def timed_into(times: dict, label: str, fn):
+    """``fn``, adding the seconds of each call to ``times[label]`` (inclusive)."""
+
+    def timed(*a, **k):
+        s = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            times[label] = times.get(label, 0.0) + time.perf_counter() - s
+
+    return timed
+
+
 def _worker(case: str, cores: int | None, chains: int, repeat: int, warm_session: bool = False,
             with_pm: bool = False) -> dict:  # fmt: skip
     import importlib
@@ -74,14 +87,7 @@ def _worker(case: str, cores: int | None, chains: int, repeat: int, warm_session
     times: dict[str, float] = {}
 
     def wrap(label, fn):
-        def timed(*a, **k):
-            s = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                times[label] = times.get(label, 0.0) + time.perf_counter() - s
-
-        return timed
+        return timed_into(times, label, fn)
 
     for label, mod, attr in PHASES:
         m = importlib.import_module(mod)
