@@ -41,12 +41,12 @@ def test_crais_exact_evidence_over_alpha(builder, alpha, extra):
     case = builder()
     # n_steps given: the path's own annealing is under test, not the choice of its length
     idata = pmc.sample_crais(
-        draws=1000, alpha=alpha, n_steps=200, random_seed=11, model=case.model, **QUICK, **extra
+        draws=1000, alpha=alpha, n_steps=100, random_seed=11, model=case.model, **QUICK, **extra
     )
     _check(idata, case.log_z, 0.06)
     attrs = idata.sample_stats.attrs
     assert attrs["method"] == "crais" and attrs["alpha"] == alpha
-    assert attrs["n_logp_evals_tune"] > 0 and int(idata.sample_stats.n_stages[0]) == 200
+    assert attrs["n_logp_evals_tune"] > 0 and int(idata.sample_stats.n_stages[0]) == 100
 
 
 def test_crais_linear_regression_and_mixture():

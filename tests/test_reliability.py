@@ -216,6 +216,7 @@ def test_deterministic_data_potential_multivariate_bounded_initval(feature_model
         draws=500,
         chains=2,
         random_seed=5,
+        init="prior",
         **QUIET,
     )
     em.assert_evidence(res, exact, 0.1)

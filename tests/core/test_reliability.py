@@ -95,15 +95,16 @@ def test_anneal_tracks_eves_through_resampling():
 
 
 def test_smc_within_variance_matches_replicate_spread():
-    """SMC (systematic resampling every stage, 50 RWMH stages, N = 500) over 80 seeds.
+    """SMC (systematic resampling every stage, 50 RWMH stages, N = 500) over 40 seeds.
 
     The mean reported variance must agree with the replicates' variance of log Ẑ within a
-    factor 2 (the sampling error of a variance from 80 replicates is about 16 %, more with
-    heavy tails; three blocks of 100 seeds gave ratios 0.8-1.2). The per-segment weight
+    factor 2 (the sampling error of a variance from 40 replicates is about 22 %, more with
+    heavy tails, so the bounds sit about 3 errors out; three blocks of 100 seeds gave
+    ratios 0.8-1.2). The per-segment weight
     variance, which ignores resampling, fails the same check (ratios 0.06-0.08), so the
     test can fail.
     """
-    runs = [_run(seed, n_steps=50, resample="always") for seed in range(80)]
+    runs = [_run(seed, n_steps=50, resample="always") for seed in range(40)]
     lz = np.array([r.log_marginal_likelihood for r in runs])
     var_rep = lz.var(ddof=1)
     var_eve = np.mean([r.log_z_variance for r in runs])

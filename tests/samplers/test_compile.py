@@ -34,13 +34,20 @@ def mixed_model():
     return model
 
 
+REF_MODE = "FAST_COMPILE"
+
+
 def _reference(model, x, layout):
-    """Per-point varlogp / datalogp and gradients via PyMC's own compiled functions."""
+    """Per-point varlogp / datalogp and gradients via PyMC's own compiled functions.
+
+    Compiled with :data:`REF_MODE` (NumPy per Op, no code generation): the reference is not
+    under test, and Numba would spend most of this file's cold-cache time compiling it.
+    """
     value_vars = model.value_vars
-    f_lp = model.compile_fn(model.varlogp, inputs=value_vars, point_fn=False, on_unused_input="ignore")
-    f_ll = model.compile_fn(model.datalogp, inputs=value_vars, point_fn=False, on_unused_input="ignore")
-    g_lp = model.compile_fn(pt.grad(model.varlogp, value_vars, disconnected_inputs="ignore"), inputs=value_vars, point_fn=False, on_unused_input="ignore")
-    g_ll = model.compile_fn(pt.grad(model.datalogp, value_vars, disconnected_inputs="ignore"), inputs=value_vars, point_fn=False, on_unused_input="ignore")
+    f_lp = model.compile_fn(model.varlogp, inputs=value_vars, point_fn=False, on_unused_input="ignore", mode=REF_MODE)
+    f_ll = model.compile_fn(model.datalogp, inputs=value_vars, point_fn=False, on_unused_input="ignore", mode=REF_MODE)
+    g_lp = model.compile_fn(pt.grad(model.varlogp, value_vars, disconnected_inputs="ignore"), inputs=value_vars, point_fn=False, on_unused_input="ignore", mode=REF_MODE)
+    g_ll = model.compile_fn(pt.grad(model.datalogp, value_vars, disconnected_inputs="ignore"), inputs=value_vars, point_fn=False, on_unused_input="ignore", mode=REF_MODE)
     outs = {"lp": [], "ll": [], "glp": [], "gll": []}
     for row in x:
         args = [row[s.start : s.stop].reshape(s.shape) for s in layout.slots]
@@ -95,8 +102,10 @@ def test_fallback_loop_warns_and_agrees(mixed_model, rng, monkeypatch, request):
     monkeypatch.setattr(compile_mod, "vectorize_graph", broken)
     compile_mod.clear_compile_cache()  # the batched functions of this model are cached
     request.addfinalizer(compile_mod.clear_compile_cache)  # and so is the fallback
+    # the loop's functions in NumPy per Op (the mode is honoured like any compile_kwargs):
+    # the loop is under test, not Numba's code for a second copy of the model
     with pytest.warns(PerParticleFallbackWarning, match="per-particle loop"):
-        dens = compile_model_density(mixed_model)
+        dens = compile_model_density(mixed_model, compile_kwargs={"mode": REF_MODE})
     assert not dens.vectorized
     looped = dens.evaluate(x, gradient=True)
     for a, b in zip(
@@ -108,10 +117,15 @@ def test_fallback_loop_warns_and_agrees(mixed_model, rng, monkeypatch, request):
 
 def test_compile_kwargs_are_honoured(mixed_model, rng):
     x = PriorSampler(mixed_model, parameter_layout(mixed_model)).draw(rng, 3)
-    ref = compile_model_density(mixed_model).evaluate(x)
+    # with the gradient: the function the default density compiles anyway (values-only would
+    # be one more cold compilation for nothing)
+    ref = compile_model_density(mixed_model).evaluate(x, gradient=True)
     dens = compile_model_density(mixed_model, compile_kwargs={"mode": "FAST_COMPILE"})
     assert dens._fn_grad.maker.mode.optimizer.__class__.__name__ != "" and dens.vectorized
-    np.testing.assert_allclose(dens.evaluate(x).delta, ref.delta, rtol=1e-10)
+    assert dens._fn_grad.maker.linker.__class__.__name__ != (
+        compile_model_density(mixed_model)._fn_grad.maker.linker.__class__.__name__
+    )
+    np.testing.assert_allclose(dens.evaluate(x, gradient=True).delta, ref.delta, rtol=1e-10)
 
 
 def test_discrete_inputs_are_rounded(rng):
