@@ -61,13 +61,17 @@ def test_check_rate_and_check_int_accept_and_convert():
         check_int(True, "n", 0, "fix")
 
 
-def test_run_options_from_a_samplers_arguments():
-    def sampler(draws=10, kernel="rwmh", schedule="linear", n_mcmc_steps=2, **kwargs):
-        return RunOptions.from_arguments(locals(), init="laplace")
+def test_run_options_from_a_samplers_settings():
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        draws: int = 10
+        kernel: str = "rwmh"
+        schedule: str = "linear"
+        n_mcmc_steps: int = 2
 
-    opts = sampler(chains=3)
+    opts = RunOptions.from_settings(Settings(), init="laplace")
     assert (opts.draws, opts.kernel, opts.n_mcmc_steps, opts.init) == (10, "rwmh", 2, "laplace")
-    assert opts.chains is None  # only the sampler's named parameters are read
+    assert opts.chains is None  # only the settings' fields that RunOptions has are read
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.draws = 5
 

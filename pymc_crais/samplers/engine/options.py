@@ -10,7 +10,6 @@ The checks of method-specific arguments that several samplers share (integers, t
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -71,13 +70,6 @@ class RunOptions:
         names = {f.name for f in fields(cls)}
         own = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name in names}
         return cls(**{**own, **overrides})
-
-    @classmethod
-    def from_arguments(cls, arguments: Mapping, **overrides) -> RunOptions:
-        """The options among a sampler's ``arguments`` (its ``locals()``: the names are
-        those of the sampler's parameters), then ``overrides``."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in arguments.items() if k in names}, **overrides})
 
 
 def check_int(value, name: str, minimum: int, fix: str) -> int:
