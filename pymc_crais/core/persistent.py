@@ -33,17 +33,15 @@ multiple-importance estimator of ``Z_t``.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..warnings import MaxStepsWarning, user_stacklevel
 from .particles import ParticleState
 from .paths import AnnealingPath
 from .records import AnnealResult, WeightsVanishedError
 from .schedules.adaptive import bisect_step
-from .stages import StageStrategy
+from .stages import StageStrategy, capped_tau
 from .weights import clean_log_weights, ess_from_log_weights, logsumexp
 
 __all__ = ["PersistentHistory", "PersistentRun", "PersistentSampling", "mixture_log_density"]
@@ -213,24 +211,7 @@ class PersistentRun(StageStrategy):
 
     def next_tau(self, loop, schedule, path, max_stages) -> float:
         hist = self._history(path)
-        if loop.stage == max_stages - 1:
-            tau_new = 1.0
-            if self._schedule_tau(loop, schedule, path, hist) < 1.0:
-                loop.hit_max = True
-                warnings.warn(
-                    f"max_steps={max_stages} reached at tau={loop.tau:.6g}; the last step jumps "
-                    "to tau=1, so the estimate may be poor. Increase max_steps.",
-                    MaxStepsWarning,
-                    stacklevel=user_stacklevel(),
-                )
-        else:
-            tau_new = float(self._schedule_tau(loop, schedule, path, hist))
-        if not loop.tau < tau_new <= 1.0:
-            raise RuntimeError(
-                f"schedule returned tau={tau_new!r} after tau={loop.tau!r} at stage "
-                f"{loop.stage}; a schedule must increase strictly and stay <= 1"
-            )
-        return tau_new
+        return capped_tau(loop, lambda: self._schedule_tau(loop, schedule, path, hist), max_stages)
 
     @staticmethod
     def _schedule_tau(loop, schedule, path, hist: PersistentHistory) -> float:

@@ -21,14 +21,14 @@ from ..warnings import MaxStepsWarning, user_stacklevel
 from .estimators import ancestry_variance
 from .kernels.kernel_base import KernelInfo
 from .kernels.moves import MoveResult
-from .paths import AnnealingPath
 from .particles import ParticleState
+from .paths import AnnealingPath
 from .records import AnnealResult, RunRecorders, WeightsVanishedError
 from .resampling import ResamplingPolicy
 from .schedules import Schedule
 from .weights import clean_log_weights, ess_from_log_weights, log_z_relative_variance, logsumexp
 
-__all__ = ["LoopState", "StageStrategy", "WasteFreeStages"]
+__all__ = ["LoopState", "StageStrategy", "WasteFreeStages", "capped_tau"]
 
 
 @dataclass
@@ -49,11 +49,12 @@ class LoopState:
     records: RunRecorders | None = None  # the run's own observers (anneal_stages sets them)
 
 
-def next_tau(loop: LoopState, schedule: Schedule, path: AnnealingPath, max_stages: int) -> float:
-    """The schedule's next τ (forced to 1 at the last allowed stage, with a warning)."""
+def capped_tau(loop: LoopState, propose, max_stages: int) -> float:
+    """The next τ, ``propose()`` (a strategy's rule), forced to 1 at the last allowed stage
+    with a warning; a ``RuntimeError`` if it does not increase or exceeds 1."""
     if loop.stage == max_stages - 1:
         tau_new = 1.0
-        if schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path) < 1.0:
+        if propose() < 1.0:
             loop.hit_max = True
             warnings.warn(
                 f"max_steps={max_stages} reached at tau={loop.tau:.6g}; the last step jumps to "
@@ -62,13 +63,20 @@ def next_tau(loop: LoopState, schedule: Schedule, path: AnnealingPath, max_stage
                 stacklevel=user_stacklevel(),
             )
     else:
-        tau_new = float(schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path))
+        tau_new = float(propose())
     if not loop.tau < tau_new <= 1.0:
         raise RuntimeError(
             f"schedule returned tau={tau_new!r} after tau={loop.tau!r} at stage {loop.stage}; "
             "a schedule must increase strictly and stay <= 1"
         )
     return tau_new
+
+
+def next_tau(loop: LoopState, schedule: Schedule, path: AnnealingPath, max_stages: int) -> float:
+    """The schedule's next τ (forced to 1 at the last allowed stage, with a warning)."""
+    return capped_tau(
+        loop, lambda: schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path), max_stages
+    )
 
 
 def reweight(loop: LoopState, path: AnnealingPath, tau_new: float) -> tuple[float, float, np.ndarray]:
