@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from ..core.anneal import AnnealOptions
 from ..core.paths import make_path
-from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
 from .crais import sample_crais
 from .engine.anneal_chain import AnnealPlan
-from .engine.options import RunOptions, check_int, resolve_schedule
+from .engine.options import RunOptions, check_int
 from .engine.path_option import build_path, check_path
 from .engine.pipeline import prepare
 from .engine.runner import single_threaded_blas
+from .engine.schedule_option import AIS_SCHEDULES, ScheduleArg, parse_schedule
 from .engine.tuning import scale_shift_pilot, thermodynamic_pilot
 
 __all__ = ["AISSettings", "plan_ais", "sample_ais"]
@@ -189,7 +189,7 @@ def sample_ais(
     """
     settings = AISSettings(
         draws=draws,
-        schedule=schedule,
+        schedule=parse_schedule(schedule, AIS_SCHEDULES),
         n_steps=n_steps,
         alpha=alpha,
         kernel=kernel,
@@ -219,8 +219,8 @@ def sample_ais(
         path_kwargs=path_kwargs,
         crais_kwargs=crais_kwargs,
     )
-    if settings.constant_rate:
-        check_path(path, alpha, schedule, path_kwargs)  # path="moment_averaging" refused
+    if settings.schedule.constant_rate:
+        check_path(path, alpha, settings.schedule, path_kwargs)  # moment_averaging refused
         return sample_crais(**settings.crais_arguments())
     return plan_ais(settings).run()
 
@@ -230,10 +230,11 @@ class AISSettings:
     """Every argument of :func:`sample_ais`, as given or defaulted there (its signature is
     the one place the defaults are written): built once per call and passed whole to
     :func:`plan_ais` (or, for ``schedule="constant_rate"``, handed to :func:`sample_crais`).
+    ``schedule`` is the argument parsed (:func:`~pymc_crais.samplers.engine.schedule_option.parse_schedule`);
     ``crais_kwargs`` holds the keywords only :func:`sample_crais` takes."""
 
     draws: int
-    schedule: object
+    schedule: ScheduleArg
     n_steps: int
     alpha: float
     kernel: object
@@ -263,11 +264,6 @@ class AISSettings:
     path_kwargs: dict | None
     crais_kwargs: dict
 
-    @property
-    def constant_rate(self) -> bool:
-        """``schedule="constant_rate"``: the run is :func:`sample_crais`'s."""
-        return isinstance(self.schedule, str) and self.schedule.lower() == "constant_rate"
-
     def crais_arguments(self) -> dict:
         """The arguments :func:`sample_crais` gets for ``schedule="constant_rate"``."""
         names = (
@@ -285,16 +281,18 @@ def plan_ais(st: AISSettings) -> AnnealPlan:
     if st.crais_kwargs:
         raise TypeError(f"sample_ais got unexpected arguments {sorted(st.crais_kwargs)}")
     t_start = time.perf_counter()
-    schedule, n_steps, alpha = st.schedule, st.n_steps, st.alpha
+    arg, n_steps, alpha = st.schedule, st.n_steps, st.alpha
     make_path(alpha, 0.0)  # validates alpha before any compilation
-    thermo = isinstance(schedule, str) and schedule.lower() == "thermodynamic"
+    thermo = arg.kind == "thermodynamic"
     if thermo:
-        check_int(n_steps, "n_steps", 1, "e.g. n_steps=200")
+        n_steps = check_int(n_steps, "n_steps", 1, "e.g. n_steps=200")
+        if st.schedule_kwargs:
+            raise TypeError("schedule_kwargs only apply to linear/sigmoid/exponential schedules")
         if path != "geometric":
             raise ValueError("schedule='thermodynamic' needs path='geometric' (the metric of its pilot)")
-    sched = resolve_schedule(
-        "linear" if thermo else schedule, n_steps, st.schedule_kwargs, st.rho, st.max_step, st.min_step
-    )
+        sched = None  # from the pilot's metric
+    else:
+        sched = arg.build(n_steps, st.schedule_kwargs, st.rho, st.max_step, st.min_step)
     max_steps = check_int(st.max_steps, "max_steps", 1, "e.g. max_steps=10000")
     setup = prepare(RunOptions.from_settings(st))
     attrs = {
@@ -302,18 +300,15 @@ def plan_ais(st: AISSettings) -> AnnealPlan:
         "path": make_path(alpha, 0.0).name,
         "alpha": float(alpha),
         **setup.attrs,
-        **sched.describe(),
+        **(sched.describe() if sched is not None else {"schedule": "thermodynamic", "n_steps": n_steps}),
     }
-    # the scale shift's pilot: a shorter version of a named fixed schedule, else the same
-    pilot_sched = sched
-    if isinstance(schedule, str) and schedule.lower() in FIXED_SCHEDULES:
-        pilot_sched = make_fixed_schedule(
-            schedule, max(int(n_steps) // 4, 10), **dict(st.schedule_kwargs or {})
-        )
     if thermo:
-        c, sched = thermodynamic_pilot(setup, alpha, st.scale_shift, int(n_steps), attrs)
+        c, sched = thermodynamic_pilot(setup, alpha, st.scale_shift, n_steps, attrs)
         attrs.update(sched.describe(), schedule="thermodynamic")
     else:
+        # the scale shift's pilot: a shorter version of a named fixed schedule, else the same
+        short = max(int(n_steps) // 4, 10) if arg.kind == "fixed" else None
+        pilot_sched = arg.build(short, st.schedule_kwargs) if short is not None else sched
         c, _ = scale_shift_pilot(setup, alpha, st.scale_shift, attrs, schedule=pilot_sched)
     options = AnnealOptions.from_settings(n_mcmc_steps=int(st.n_mcmc_steps), max_stages=int(max_steps))
     path = build_path(setup, path, alpha, c, attrs, path_kwargs)

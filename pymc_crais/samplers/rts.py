@@ -10,51 +10,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..chain_result import SamplerResult, schedule_from_result
 from ..core.paths import make_path
 from ..core.rts import RTSOptions
-from ..core.schedules import (
-    FIXED_SCHEDULES,
-    interpolate_schedule,
-    make_fixed_schedule,
-    validate_schedule,
-)
+from ..core.schedules import interpolate_schedule
 from ..warnings import RTSInitialLoopWarning, user_stacklevel
 from .engine.options import RunOptions, check_int
 from .engine.pipeline import RunSetup, finish, fresh_kernel, prepare
 from .engine.progress import ChainProgress
 from .engine.rts_chain import RTSTask, run_rts_chain
 from .engine.runner import run_chains, single_threaded_blas
+from .engine.schedule_option import LADDERS, parse_schedule
 from .engine.tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
 
 __all__ = ["RTSSettings", "run_rts", "sample_rts"]
-
-LADDERS = ("constant_rate", *FIXED_SCHEDULES)
-
-
-def resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndarray | None, str]:
-    """The ladder as an array (``None`` for ``"constant_rate"``, built after the set-up)."""
-    kw = dict(ladder_kwargs or {})
-    if isinstance(ladder, str):
-        key = ladder.lower()
-        if key == "constant_rate":
-            return None, key
-        if key in FIXED_SCHEDULES:
-            return make_fixed_schedule(key, n_temperatures - 1, **kw).taus, key
-        raise ValueError(
-            f"ladder={ladder!r} is unknown; choose one of {sorted(LADDERS)}, an increasing "
-            "array of tau from 0 to 1, or a previous pymc_crais result (its schedule is "
-            "interpolated to n_temperatures levels)"
-        )
-    if kw:
-        raise TypeError("ladder_kwargs only apply to a named ladder")
-    if hasattr(ladder, "children") or isinstance(ladder, SamplerResult):
-        return interpolate_schedule(schedule_from_result(ladder), n_temperatures - 1), "from_result"
-    if hasattr(ladder, "__array__") or isinstance(ladder, list | tuple):
-        return validate_schedule(np.asarray(ladder, dtype=np.float64)), "array"
-    raise ValueError(
-        f"ladder={ladder!r} is not understood; pass a name, an array or a previous result"
-    )
 
 
 def constant_rate_ladder(setup: RunSetup, path, total: float, n_temperatures: int, attrs):
@@ -286,7 +254,7 @@ def run_rts(st: RTSSettings):
     t_start = time.perf_counter()
     make_path(st.alpha, 0.0)
     K = check_int(st.n_temperatures, "n_temperatures", 2, "e.g. n_temperatures=100")
-    ladder_arr, ladder_name = resolve_ladder(st.ladder, K, st.ladder_kwargs)
+    ladder_arr, ladder_name = parse_schedule(st.ladder, LADDERS, "ladder").ladder(K, st.ladder_kwargs)
     if ladder_name == "array":
         K = ladder_arr.size
     n_sweeps = check_int(st.n_sweeps, "n_sweeps", 1, "e.g. n_sweeps=500")
