@@ -238,7 +238,7 @@ def anneal_stages(
         for observer in observers:
             observer.end_stage(report)
         view = StageView(
-            loop.stage, tau_new, ess, moved.acceptance_rate, int(moved.n_steps),
+            loop.stage, tau_new, ess, moved.acceptance_rate, int(moved.n_transitions),
             bool(resampled), float(loop.log_z + path.c),
         )  # fmt: skip
         loop.tau = tau_new

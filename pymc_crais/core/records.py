@@ -65,7 +65,7 @@ class StageRecorder(LoopObserver):
         rec.ess.append(report.ess)
         rec.acceptance_rate.append(report.moved.acceptance_rate)
         rec.log_z_increment.append(report.log_z_increment)
-        rec.mcmc_steps.append(report.moved.n_steps)
+        rec.mcmc_steps.append(report.moved.n_transitions)
         rec.resampled.append(report.resampled)
 
 

@@ -72,7 +72,7 @@ class DiagnosticsRecorder(LoopObserver):
         width = pareto_tail_size(report.n_particles) + 1
         self.weight_tail.append(log_weight_tail(report.log_weights)[-width:])
         moved = report.moved
-        corr = coordinate_correlations(report.x_start, moved.last.x) if moved.n_steps else np.array([])
+        corr = coordinate_correlations(report.x_start, moved.last.x) if moved.n_transitions else np.array([])
         self.move_correlation.append(float(corr.mean()) if corr.size else np.nan)
         self.move_correlation_max.append(float(corr.max()) if corr.size else np.nan)
 

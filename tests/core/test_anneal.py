@@ -459,7 +459,7 @@ def test_observers_see_each_stage_before_its_tau_is_chosen():
             self.calls.append((stage, tau, state.n, float(np.sum(log_weights))))
 
         def end_stage(self, report):
-            self.reports.append((report.index, report.tau, report.log_z_increment, report.moved.n_steps))
+            self.reports.append((report.index, report.tau, report.log_z_increment, report.moved.n_transitions))
 
     runs = []
     for observers in ((), (Seen(),)):
