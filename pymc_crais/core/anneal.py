@@ -105,6 +105,13 @@ class AnnealOptions:
                 f"waste_free must be 0 (off) or a chain length >= 2, got {self.waste_free!r}"
             )
         self.resampling.check_scheme()
+        hooks = ("begin_run", "begin_stage", "end_stage")
+        for observer in self.observers:
+            if not all(callable(getattr(observer, h, None)) for h in hooks):
+                raise TypeError(
+                    f"observers: {observer!r} lacks one of {hooks}; subclass "
+                    "pymc_crais.core.observers.LoopObserver (its hooks do nothing by default)"
+                )
 
     def stage_strategy(self) -> StageStrategy:
         """The stage strategy of a run: ``stages``, else waste-free chains of ``waste_free``

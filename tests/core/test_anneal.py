@@ -476,3 +476,12 @@ def test_observers_see_each_stage_before_its_tau_is_chosen():
     assert [r[1] for r in obs.reports] == list(seen.stages["tau"])
     assert [r[2] for r in obs.reports] == list(seen.stages["log_z_increment"])
     assert [r[3] for r in obs.reports] == list(seen.stages["mcmc_steps"])
+
+    class OnlyBegin:  # not a LoopObserver: refused with the fix
+        def begin_stage(self, stage, tau, state, log_weights):
+            pass
+
+    from pymc_crais.core.anneal import AnnealOptions
+
+    with pytest.raises(TypeError, match="subclass pymc_crais.core.observers.LoopObserver"):
+        AnnealOptions(observers=(OnlyBegin(),))
