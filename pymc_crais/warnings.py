@@ -16,7 +16,11 @@ __all__ = [
     "MaxStepsWarning",
     "PathFallbackWarning",
     "RTSInitialLoopWarning",
+    "RenamedWarning",
     "UnreliableEvidenceWarning",
+    "renamed_argument",
+    "renamed_property",
+    "warn_renamed",
 ]
 
 
@@ -72,3 +76,46 @@ class PathFallbackWarning(RuntimeWarning):
     fit it needs is not a usable Gaussian of the posterior (no interior mode, several modes
     found, or ``init="auto"`` rejected the fit). The reason is in the attribute
     ``path_fallback_reason``."""
+
+
+class RenamedWarning(FutureWarning):
+    """A name of the package was renamed so that each name means one thing (e.g. the
+    transitions of a stage are ``n_transitions``, not ``n_steps``, which counts annealing
+    steps; docs/architecture.md, "One name, one meaning"). The old name still works, with
+    this warning, and will be removed."""
+
+
+def warn_renamed(old: str, new: str) -> None:
+    """Warn (:class:`RenamedWarning`) that ``old`` was used, and is now ``new``."""
+    import warnings
+
+    warnings.warn(
+        f"{old} was renamed {new} (n_steps and max_steps count annealing steps only); "
+        f"use {new}",
+        RenamedWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def renamed_argument(where: str, old: str, new: str, value, extra: dict):
+    """``value`` (the argument ``new`` of ``where``), or the value of its old name ``old``
+    among ``extra`` (the function's ``**`` keywords) with a :class:`RenamedWarning`; a
+    ``TypeError`` for any other keyword in ``extra``."""
+    unknown = sorted(set(extra) - {old})
+    if unknown:
+        raise TypeError(f"{where} got unexpected keyword arguments {unknown}")
+    if old in extra:
+        warn_renamed(f"{where}({old}=...)", f"{where}({new}=...)")
+        return extra[old]
+    return value
+
+
+def renamed_property(new: str, old: str) -> property:
+    """A read-only property for the old name ``old`` (``"Class.name"``) of the attribute
+    ``new``: it warns (:class:`RenamedWarning`) and returns ``new``'s value."""
+
+    def get(self):
+        warn_renamed(old, f"{old.rsplit('.', 1)[0]}.{new}")
+        return getattr(self, new)
+
+    return property(get, doc=f"Old name of ``{new}`` (a :class:`RenamedWarning`).")

@@ -13,45 +13,42 @@ Stage ``k`` (docs/algorithms.md, "Annealed importance sampling (AIS)" and "Tempe
 Without resampling the accumulated ``log Ẑ`` equals ``logsumexp(log w) − log N`` exactly
 (the increments telescope), the AIS estimator. The scale shift ``c`` of the path is added
 back at the end.
+
+The steps of a stage are made by a stage strategy (:mod:`pymc_crais.core.stages`: the
+default steps, waste-free SMC; :mod:`pymc_crais.core.persistent`); what each stage did is
+told to the loop's observers (:mod:`pymc_crais.core.observers`), which keep the run's records
+and diagnostics; the loop itself records nothing.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..warnings import MaxStepsWarning, user_stacklevel
+from ..warnings import MaxStepsWarning
 from .density import BatchedDensity
-from .estimators import ancestry_variance
-from .kernels.kernel_base import KernelInfo, MutationKernel, ParamsByTau
+from .kernels.kernel_base import MutationKernel, ParamsByTau
 from .kernels.moves import (
     CORRELATION_THRESHOLD,
     MAX_CORRELATION,
     MAX_MCMC_STEPS,
-    MoveResult,
     Moves,
     mean_correlation,
 )
+from .observers import LoopObserver, StageReport
 from .particles import ParticleState
 from .paths import AnnealingPath
-from .records import AnnealResult, StageRecord, WeightsVanishedError
+from .records import AnnealResult, RunRecorders, WeightsVanishedError
 from .resampling import RESAMPLE_POLICIES, ResamplingPolicy
 from .schedules import Schedule
 from .stage_view import StageView, drive_stages
-from .tails import coordinate_correlations, log_weight_tail
-from .weights import (
-    clean_log_weights,
-    ess_from_log_weights,
-    log_z_relative_variance,
-    logsumexp,
-)
+from .stages import LoopState, StageStrategy, WasteFreeStages
 
 __all__ = ["RESAMPLE_POLICIES", "AnnealOptions", "AnnealResult", "MaxStepsWarning"]
 __all__ += ["ParamsByTau", "StageStrategy", "StageView", "WeightsVanishedError", "anneal", "anneal_stages"]
-__all__ += ["drive_stages", "mean_correlation"]
+__all__ += ["LoopObserver", "StageReport", "WasteFreeStages", "drive_stages", "mean_correlation"]
 
 
 @dataclass(frozen=True)
@@ -75,18 +72,19 @@ class AnnealOptions:
         advance keep AIS exactly unbiased for ``Z``; population-tuned kernels carry an
         O(1/N) bias (docs/algorithms.md, "Adaptation bias").
     waste_free : int, default 0
-        ``P ≥ 2``: waste-free SMC (Dau & Chopin 2022). A resampling stage draws only
-        ``M = ⌈N / P⌉`` particles, each starts a chain of ``P`` states (``P − 1``
-        transitions), and all states (cut to ``N``) are the new, equally weighted
-        population (:meth:`~pymc_crais.core.kernels.moves.Moves.run_chains`); stages without
-        resampling move as ``moves`` says. 0: off.
-    observers : tuple, default ()
-        Objects told the population at the start of every stage, before its τ is chosen:
-        ``begin_stage(stage, tau, state, log_weights)`` (e.g. the constant-rate
-        rule's probe in a pilot run); they must not change it.
+        ``P ≥ 2``: waste-free SMC (Dau & Chopin 2022), the stage strategy
+        :class:`~pymc_crais.core.stages.WasteFreeStages` with chains of ``P`` states (when
+        ``stages`` is not given). 0: off.
+    observers : tuple of LoopObserver, default ()
+        Observers of the loop (:class:`~pymc_crais.core.observers.LoopObserver`): told the
+        initial population, the population at the start of every stage before its τ is
+        chosen, and what each stage did (e.g. the constant-rate rule's probe in a pilot
+        run); they must not change what they see. The run's own records are observers too
+        (:class:`~pymc_crais.core.records.RunRecorders`), told before these.
     stages : StageStrategy, optional
         How each stage chooses τ, reweights, resamples and moves (default
-        :class:`StageStrategy`, the steps above); e.g.
+        :class:`~pymc_crais.core.stages.StageStrategy`, the steps above, or
+        :class:`~pymc_crais.core.stages.WasteFreeStages` for ``waste_free``); e.g.
         :class:`~pymc_crais.core.persistent.PersistentSampling`.
     """
 
@@ -107,6 +105,20 @@ class AnnealOptions:
                 f"waste_free must be 0 (off) or a chain length >= 2, got {self.waste_free!r}"
             )
         self.resampling.check_scheme()
+        hooks = ("begin_run", "begin_stage", "end_stage")
+        for observer in self.observers:
+            if not all(callable(getattr(observer, h, None)) for h in hooks):
+                raise TypeError(
+                    f"observers: {observer!r} lacks one of {hooks}; subclass "
+                    "pymc_crais.core.observers.LoopObserver (its hooks do nothing by default)"
+                )
+
+    def stage_strategy(self) -> StageStrategy:
+        """The stage strategy of a run: ``stages``, else waste-free chains of ``waste_free``
+        states, else the default steps."""
+        if self.stages is not None:
+            return self.stages
+        return WasteFreeStages(int(self.waste_free)) if self.waste_free else StageStrategy()
 
     @classmethod
     def from_settings(
@@ -140,110 +152,6 @@ class AnnealOptions:
             moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages,
             tuple(observers),
         )
-
-
-# ----------------------------------------------------------------------------- the loop
-@dataclass
-class _Loop:
-    """The mutable state of one annealing run."""
-
-    state: ParticleState
-    params: object
-    log_w: np.ndarray
-    eve: np.ndarray  # each particle's ancestor in x0, for the ancestry variance
-    info: KernelInfo | None = None
-    tau: float = 0.0
-    stage: int = 0
-    log_z: float = 0.0
-    log_z_var: float = 0.0
-    n_resamplings: int = 0
-    hit_max: bool = False
-    record: StageRecord = field(default_factory=StageRecord)
-    used_params: list = field(default_factory=list)
-    initial_tail: np.ndarray | None = None
-
-
-def _next_tau(loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: int) -> float:
-    """The schedule's next τ (forced to 1 at the last allowed stage, with a warning)."""
-    if loop.stage == max_stages - 1:
-        tau_new = 1.0
-        if schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path) < 1.0:
-            loop.hit_max = True
-            warnings.warn(
-                f"max_steps={max_stages} reached at tau={loop.tau:.6g}; the last step jumps to "
-                "tau=1, so the estimate may be poor. Increase max_steps.",
-                MaxStepsWarning,
-                stacklevel=user_stacklevel(),
-            )
-    else:
-        tau_new = float(schedule.next_tau(loop.stage, loop.tau, loop.state, loop.log_w, path))
-    if not loop.tau < tau_new <= 1.0:
-        raise RuntimeError(
-            f"schedule returned tau={tau_new!r} after tau={loop.tau!r} at stage {loop.stage}; "
-            "a schedule must increase strictly and stay <= 1"
-        )
-    return tau_new
-
-
-def _reweight(loop: _Loop, path: AnnealingPath, tau_new: float) -> tuple[float, float]:
-    """Apply the increment to ``τ_new``; returns the stage's ``log Ẑ`` increment and ESS."""
-    incr = path.state_log_increment(loop.tau, tau_new, loop.state)
-    log_w_norm = loop.log_w - logsumexp(loop.log_w)
-    log_z_inc = logsumexp(log_w_norm + incr)
-    if not np.isfinite(log_z_inc):
-        raise WeightsVanishedError(loop.stage, loop.tau, tau_new)
-    loop.log_z += log_z_inc
-    loop.record.weight_tail.append(log_weight_tail(log_w_norm + incr))
-    loop.log_w = clean_log_weights(loop.log_w + incr)
-    return log_z_inc, ess_from_log_weights(loop.log_w)
-
-
-def _resample(
-    loop: _Loop, rng, policy: ResamplingPolicy, ess: float, tau_new: float, waste_free: int
-) -> bool:
-    """Resample if the policy wants it (never at τ = 1); returns whether it did. Waste-free
-    (chain length ``P``): draw ``⌈N / P⌉`` particles, the starts of the stage's chains."""
-    n = loop.state.n
-    if not (policy.wants(ess, n) and tau_new < 1.0):
-        return False
-    loop.log_z_var += log_z_relative_variance(loop.log_w)
-    m = -(-n // waste_free) if waste_free else n
-    idx = policy.indices(rng, np.exp(loop.log_w - logsumexp(loop.log_w)), m)
-    loop.state = loop.state.take(idx)
-    loop.eve = loop.eve[idx]
-    loop.n_resamplings += 1
-    loop.log_w = np.zeros(m)
-    return True
-
-
-def _move(
-    loop: _Loop, rng, kernel, density, path, tau_new, opts: AnnealOptions, n_total: int
-) -> MoveResult:
-    """Tune (or look up) the kernel, then make the stage's transitions (waste-free chains
-    when the population was cut to fewer than ``n_total`` particles)."""
-    tune = None
-    if opts.kernel_params is None:
-        weights = loop.log_w if opts.tune_from_weights else None
-
-        def tune(params, state, info):
-            return kernel.tune(params, state, info, weights)
-
-        params = tune(loop.params, loop.state, loop.info)
-    else:
-        params = opts.kernel_params(tau_new)
-    args = (rng, kernel, loop.state, density, path, tau_new, params)
-    if loop.state.n < n_total:
-        moved = opts.moves.run_chains(*args, n_total, tune=tune, info=loop.info)
-        length = -(-n_total // loop.state.n)
-        loop.eve = np.tile(loop.eve, length)[:n_total]
-        loop.log_w = np.zeros(n_total)
-    else:
-        moved = opts.moves.run(*args, tune=tune, info=loop.info)
-    loop.state, loop.params, loop.info = moved.state, moved.params, moved.info
-    # the parameters of the stage's last transition (re-tuned on particles that have
-    # moved under γ_τ): what a replay at this τ should use, not the stage's first ones
-    loop.used_params.append(kernel.population_params(moved.params))
-    return moved
 
 
 def anneal(
@@ -316,69 +224,32 @@ def anneal_stages(
     evals_before = density.n_evals
     state = ParticleState.evaluate(density, x0, gradient=kernel.needs_gradient)
     state = state.with_family(np.arange(state.n))
-    loop = _Loop(state, kernel.init(state), np.zeros(state.n), np.arange(state.n))
-    loop.initial_tail = log_weight_tail(state.delta)  # q0's weights against the target
+    records = RunRecorders(kernel)
+    loop = LoopState(state, kernel.init(state), np.zeros(state.n), np.arange(state.n), records=records)
+    observers = (*records.observers, *options.observers)
+    for observer in observers:
+        observer.begin_run(loop.state)
     n_particles = state.n
-    steps = (options.stages or StageStrategy()).begin(loop)
+    steps = options.stage_strategy().begin(loop)
     while loop.tau < 1.0:
-        for observer in options.observers:
+        for observer in observers:
             observer.begin_stage(loop.stage, loop.tau, loop.state, loop.log_w)
         tau_new = steps.next_tau(loop, schedule, path, options.max_stages)
-        log_z_inc, ess = steps.reweight(loop, path, tau_new)
-        resampled = steps.resample(loop, rng, options.resampling, ess, tau_new, options.waste_free)
+        log_z_inc, ess, stage_log_w = steps.reweight(loop, path, tau_new)
+        resampled = steps.resample(loop, rng, options.resampling, ess, tau_new)
         x_start = loop.state.x
         moved = steps.move(loop, rng, kernel, density, path, tau_new, options, n_particles)
-        rec = loop.record
-        rec.tau.append(tau_new)
-        rec.ess.append(ess)
-        rec.acceptance_rate.append(moved.acceptance_rate)
-        rec.log_z_increment.append(log_z_inc)
-        rec.mcmc_steps.append(moved.n_steps)
-        rec.resampled.append(resampled)
-        corr = coordinate_correlations(x_start, moved.last.x) if moved.n_steps else np.array([])
-        rec.move_correlation.append(float(corr.mean()) if corr.size else np.nan)
-        rec.move_correlation_max.append(float(corr.max()) if corr.size else np.nan)
-        view = StageView(
-            loop.stage, tau_new, ess, rec.acceptance_rate[-1], int(moved.n_steps),
-            bool(resampled), float(loop.log_z + path.c),
+        report = StageReport(
+            loop.stage, tau_new, ess, log_z_inc, stage_log_w, n_particles, resampled, x_start, moved
         )
+        for observer in observers:
+            observer.end_stage(report)
+        view = StageView(
+            loop.stage, tau_new, ess, moved.acceptance_rate, int(moved.n_transitions),
+            bool(resampled), float(loop.log_z + path.c),
+        )  # fmt: skip
         loop.tau = tau_new
         loop.stage += 1
         yield view
     return steps.result(loop, path, options, int(density.n_evals - evals_before))
 
-
-def _result(loop: _Loop, path: AnnealingPath, options: AnnealOptions, n_evals: int) -> AnnealResult:
-    multinomial = options.resampling.scheme == "multinomial"
-    within = ancestry_variance(loop.log_w, loop.eve, loop.n_resamplings, multinomial=multinomial)
-    return AnnealResult(
-        state=loop.state,
-        log_weights=loop.log_w,
-        log_marginal_likelihood=float(loop.log_z + path.c),
-        log_z_variance=float(within),
-        stages=loop.record.as_arrays(),
-        n_logp_evals=n_evals,
-        c=float(path.c),
-        hit_max_steps=loop.hit_max,
-        kernel_params=loop.used_params,
-        log_z_variance_segments=float(loop.log_z_var + log_z_relative_variance(loop.log_w)),
-        eve=loop.eve,
-        n_resamplings=loop.n_resamplings,
-        initial_weight_tail=loop.initial_tail,
-    )
-
-
-class StageStrategy:
-    """The steps of a stage, in the order :func:`anneal_stages` calls them, then the run's
-    result: this class is the loop of the module docstring (waste-free included). One with
-    a state of its own (a history) returns a fresh object from :meth:`begin`, once per run."""
-
-    next_tau = staticmethod(_next_tau)
-    reweight = staticmethod(_reweight)
-    resample = staticmethod(_resample)
-    move = staticmethod(_move)
-    result = staticmethod(_result)
-
-    def begin(self, loop: _Loop) -> StageStrategy:
-        """The object that runs one annealing run from its initial ``loop``."""
-        return self

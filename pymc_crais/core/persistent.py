@@ -33,18 +33,15 @@ multiple-importance estimator of ``Z_t``.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..warnings import MaxStepsWarning, user_stacklevel
-from .anneal import AnnealResult, StageStrategy
 from .particles import ParticleState
 from .paths import AnnealingPath
-from .records import WeightsVanishedError
+from .records import AnnealResult, WeightsVanishedError
 from .schedules.adaptive import bisect_step
-from .tails import log_weight_tail, pareto_tail_size
+from .stages import StageStrategy, capped_tau
 from .weights import clean_log_weights, ess_from_log_weights, logsumexp
 
 __all__ = ["PersistentHistory", "PersistentRun", "PersistentSampling", "mixture_log_density"]
@@ -214,24 +211,7 @@ class PersistentRun(StageStrategy):
 
     def next_tau(self, loop, schedule, path, max_stages) -> float:
         hist = self._history(path)
-        if loop.stage == max_stages - 1:
-            tau_new = 1.0
-            if self._schedule_tau(loop, schedule, path, hist) < 1.0:
-                loop.hit_max = True
-                warnings.warn(
-                    f"max_steps={max_stages} reached at tau={loop.tau:.6g}; the last step jumps "
-                    "to tau=1, so the estimate may be poor. Increase max_steps.",
-                    MaxStepsWarning,
-                    stacklevel=user_stacklevel(),
-                )
-        else:
-            tau_new = float(self._schedule_tau(loop, schedule, path, hist))
-        if not loop.tau < tau_new <= 1.0:
-            raise RuntimeError(
-                f"schedule returned tau={tau_new!r} after tau={loop.tau!r} at stage "
-                f"{loop.stage}; a schedule must increase strictly and stay <= 1"
-            )
-        return tau_new
+        return capped_tau(loop, lambda: self._schedule_tau(loop, schedule, path, hist), max_stages)
 
     @staticmethod
     def _schedule_tau(loop, schedule, path, hist: PersistentHistory) -> float:
@@ -249,12 +229,11 @@ class PersistentRun(StageStrategy):
             raise WeightsVanishedError(loop.stage, loop.tau, tau_new)
         inc = float(log_z - loop.log_z)
         loop.log_z = float(log_z)
-        # the tail kept as long as a population's (the records' width), of the pooled weights
-        loop.record.weight_tail.append(log_weight_tail(lw)[-(pareto_tail_size(loop.state.n) + 1) :])
         self.pool_log_w = lw
-        return inc, ess_from_log_weights(lw)
+        # the stage's log-weights are the pool's (the diagnostics keep a population's width)
+        return inc, ess_from_log_weights(lw), lw
 
-    def resample(self, loop, rng, policy, ess, tau_new, waste_free=0) -> bool:
+    def resample(self, loop, rng, policy, ess, tau_new) -> bool:
         """Draw the population's ``N`` particles from the pool (every stage) with the
         policy's scheme."""
         n = loop.state.n
@@ -271,21 +250,8 @@ class PersistentRun(StageStrategy):
         return moved
 
     def result(self, loop, path, options, n_evals) -> AnnealResult:
-        return AnnealResult(
-            state=loop.state,
-            log_weights=loop.log_w,
-            log_marginal_likelihood=float(loop.log_z + path.c),
-            log_z_variance=float("nan"),  # no within-chain error: the chains' spread
-            stages=loop.record.as_arrays(),
-            n_logp_evals=n_evals,
-            c=float(path.c),
-            hit_max_steps=loop.hit_max,
-            kernel_params=loop.used_params,
-            log_z_variance_segments=float("nan"),
-            eve=loop.eve,
-            n_resamplings=loop.n_resamplings,
-            initial_weight_tail=loop.initial_tail,
-        )
+        nan = float("nan")  # no within-chain error: the chains' spread
+        return loop.records.result(loop, path, n_evals, log_z_variance=nan, log_z_variance_segments=nan)
 
 
 def pooled_ess_tau(

@@ -1,5 +1,6 @@
-"""What an annealing run returns: the per-stage record, the result, and the error raised when
-every weight vanishes (kept apart from the loop in :mod:`pymc_crais.core.anneal`)."""
+"""What an annealing run returns: the per-stage record (kept by observers of the loop), the
+result, and the error raised when every weight vanishes (kept apart from the loop in
+:mod:`pymc_crais.core.anneal`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .observers import LoopObserver, StageReport
 from .particles import ParticleState
+from .tails import DiagnosticsRecorder
 
-__all__ = ["AnnealResult", "StageRecord", "WeightsVanishedError"]
+__all__ = [
+    "AnnealResult",
+    "KernelParamsRecorder",
+    "RunRecorders",
+    "StageRecord",
+    "StageRecorder",
+    "WeightsVanishedError",
+]
 
 
 class WeightsVanishedError(FloatingPointError):
@@ -27,7 +37,7 @@ class WeightsVanishedError(FloatingPointError):
 
 @dataclass
 class StageRecord:
-    """Per-stage diagnostics, one list entry per stage."""
+    """Per-stage numbers, one list entry per stage."""
 
     tau: list = field(default_factory=list)
     ess: list = field(default_factory=list)
@@ -35,18 +45,73 @@ class StageRecord:
     log_z_increment: list = field(default_factory=list)
     mcmc_steps: list = field(default_factory=list)
     resampled: list = field(default_factory=list)
-    # diagnostics (pymc_crais.diagnostics): mean and max over coordinates of the correlation
-    # of the particles after the stage's moves with their positions before (NaN: no move),
-    # and the M + 1 largest of the stage's incremental log-weights log W + incr (core.tails)
-    move_correlation: list = field(default_factory=list)
-    move_correlation_max: list = field(default_factory=list)
-    weight_tail: list = field(default_factory=list)
 
     def as_arrays(self) -> dict[str, np.ndarray]:
-        """The records as arrays (``resampled`` as bool, ``weight_tail`` as (stage, M + 1))."""
+        """The records as arrays (``resampled`` as bool)."""
         out = {k: np.asarray(v, dtype=np.float64) for k, v in vars(self).items()}
         out["resampled"] = np.asarray(self.resampled, dtype=bool)
         return out
+
+
+class StageRecorder(LoopObserver):
+    """The observer that keeps each stage's numbers (:class:`StageRecord`)."""
+
+    def __init__(self):
+        self.record = StageRecord()
+
+    def end_stage(self, report: StageReport) -> None:
+        rec = self.record
+        rec.tau.append(report.tau)
+        rec.ess.append(report.ess)
+        rec.acceptance_rate.append(report.moved.acceptance_rate)
+        rec.log_z_increment.append(report.log_z_increment)
+        rec.mcmc_steps.append(report.moved.n_transitions)
+        rec.resampled.append(report.resampled)
+
+
+class KernelParamsRecorder(LoopObserver):
+    """The observer that keeps the kernel parameters of each stage's last transition
+    (re-tuned on particles that have moved under ``γ_τ``: what a replay at this τ should
+    use, not the stage's first ones), without per-particle parts."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.params = []
+
+    def end_stage(self, report: StageReport) -> None:
+        self.params.append(self.kernel.population_params(report.moved.params))
+
+
+class RunRecorders:
+    """The loop's own observers of one run (stage numbers, diagnostics, kernel parameters)
+    and the :class:`AnnealResult` built from what they kept."""
+
+    def __init__(self, kernel):
+        self.stages = StageRecorder()
+        self.diagnostics = DiagnosticsRecorder()
+        self.kernel_params = KernelParamsRecorder(kernel)
+
+    @property
+    def observers(self) -> tuple:
+        return (self.stages, self.diagnostics, self.kernel_params)
+
+    def result(self, loop, path, n_evals: int, *, log_z_variance, log_z_variance_segments) -> AnnealResult:
+        """The run's result from the final ``loop`` state and the recorders."""
+        return AnnealResult(
+            state=loop.state,
+            log_weights=loop.log_w,
+            log_marginal_likelihood=float(loop.log_z + path.c),
+            log_z_variance=log_z_variance,
+            stages={**self.stages.record.as_arrays(), **self.diagnostics.as_arrays()},
+            n_logp_evals=n_evals,
+            c=float(path.c),
+            hit_max_steps=loop.hit_max,
+            kernel_params=self.kernel_params.params,
+            log_z_variance_segments=log_z_variance_segments,
+            eve=loop.eve,
+            n_resamplings=loop.n_resamplings,
+            initial_weight_tail=self.diagnostics.initial_tail,
+        )
 
 
 @dataclass

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["coordinate_correlations", "log_weight_tail", "pareto_tail_size"]
+from .observers import LoopObserver, StageReport
+
+__all__ = ["DiagnosticsRecorder", "coordinate_correlations", "log_weight_tail", "pareto_tail_size"]
 
 
 def pareto_tail_size(n: int) -> int:
@@ -48,3 +50,33 @@ def coordinate_correlations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     den = np.sqrt(np.sum(ac * ac, axis=0) * np.sum(bc * bc, axis=0))
     ok = den > 0
     return np.sum(ac * bc, axis=0)[ok] / den[ok]
+
+
+class DiagnosticsRecorder(LoopObserver):
+    """The observer that keeps what :mod:`pymc_crais.diagnostics` reads of a run: the
+    ``M + 1`` largest ``Δ`` of the initial particles (the tail of ``q0``'s importance
+    weights); per stage the ``M + 1`` largest incremental log-weights (cut to the width of
+    a population of ``N``), and the mean and max over coordinates of the correlation of the
+    particles after the stage's moves with their positions before (NaN: no move)."""
+
+    def __init__(self):
+        self.initial_tail = None
+        self.move_correlation = []
+        self.move_correlation_max = []
+        self.weight_tail = []
+
+    def begin_run(self, state) -> None:
+        self.initial_tail = log_weight_tail(state.delta)
+
+    def end_stage(self, report: StageReport) -> None:
+        width = pareto_tail_size(report.n_particles) + 1
+        self.weight_tail.append(log_weight_tail(report.log_weights)[-width:])
+        moved = report.moved
+        corr = coordinate_correlations(report.x_start, moved.last.x) if moved.n_transitions else np.array([])
+        self.move_correlation.append(float(corr.mean()) if corr.size else np.nan)
+        self.move_correlation_max.append(float(corr.max()) if corr.size else np.nan)
+
+    def as_arrays(self) -> dict[str, np.ndarray]:
+        """The per-stage records as arrays (``weight_tail`` as (stage, M + 1))."""
+        names = ("move_correlation", "move_correlation_max", "weight_tail")
+        return {k: np.asarray(getattr(self, k), dtype=np.float64) for k in names}

@@ -8,19 +8,20 @@ estimates ``Z``. ``schedule="constant_rate"`` hands over to :func:`sample_crais`
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from ..core.anneal import AnnealOptions
 from ..core.paths import make_path
-from ..core.schedules import FIXED_SCHEDULES, make_fixed_schedule
 from .crais import sample_crais
-from .engine.anneal_chain import run_anneal_chains
-from .engine.options import RunOptions, check_int, resolve_schedule
+from .engine.anneal_chain import AnnealPlan
+from .engine.options import RunOptions, check_int
 from .engine.path_option import build_path, check_path
-from .engine.pipeline import finish, prepare
+from .engine.pipeline import prepare
 from .engine.runner import single_threaded_blas
+from .engine.schedule_option import AIS_SCHEDULES, ScheduleArg, parse_schedule
 from .engine.tuning import scale_shift_pilot, thermodynamic_pilot
 
-__all__ = ["sample_ais"]
+__all__ = ["AISSettings", "plan_ais", "sample_ais"]
 
 
 @single_threaded_blas
@@ -186,72 +187,129 @@ def sample_ais(
     ...     idata = pmc.sample_ais(draws=500, n_steps=50, random_seed=1, progressbar=False)
     >>> value, mcse = pmc.log_marginal_likelihood(idata)
     """
-    path, path_kwargs = check_path(path, alpha, schedule, path_kwargs)
-    if isinstance(schedule, str) and schedule.lower() == "constant_rate":
-        return sample_crais(
-            draws=draws,
-            alpha=alpha,
-            kernel=kernel,
-            chains=chains,
-            cores=cores,
-            random_seed=random_seed,
-            progressbar=progressbar,
-            return_inferencedata=return_inferencedata,
-            idata_kwargs=idata_kwargs,
-            compile_kwargs=compile_kwargs,
-            model=model,
-            init=init,
-            init_kwargs=init_kwargs,
-            n_mcmc_steps=n_mcmc_steps,
-            kernel_kwargs=kernel_kwargs,
-            max_step=max_step,
-            min_step=min_step,
-            max_steps=max_steps,
-            scale_shift=scale_shift,
-            backend=backend,
-            mp_ctx=mp_ctx,
-            executor=executor,
-            memory_budget=memory_budget,
-            n_steps=n_steps,
-            **crais_kwargs,
-        )
-    if crais_kwargs:
-        raise TypeError(f"sample_ais got unexpected arguments {sorted(crais_kwargs)}")
+    settings = AISSettings(
+        draws=draws,
+        schedule=parse_schedule(schedule, AIS_SCHEDULES),
+        n_steps=n_steps,
+        alpha=alpha,
+        kernel=kernel,
+        chains=chains,
+        cores=cores,
+        random_seed=random_seed,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        idata_kwargs=idata_kwargs,
+        compile_kwargs=compile_kwargs,
+        model=model,
+        init=init,
+        init_kwargs=init_kwargs,
+        n_mcmc_steps=n_mcmc_steps,
+        kernel_kwargs=kernel_kwargs,
+        schedule_kwargs=schedule_kwargs,
+        rho=rho,
+        max_step=max_step,
+        min_step=min_step,
+        max_steps=max_steps,
+        scale_shift=scale_shift,
+        backend=backend,
+        mp_ctx=mp_ctx,
+        executor=executor,
+        memory_budget=memory_budget,
+        path=path,
+        path_kwargs=path_kwargs,
+        crais_kwargs=crais_kwargs,
+    )
+    if settings.schedule.constant_rate:
+        check_path(path, alpha, settings.schedule, path_kwargs)  # moment_averaging refused
+        return sample_crais(**settings.crais_arguments())
+    return plan_ais(settings).run()
+
+
+@dataclass(frozen=True)
+class AISSettings:
+    """Every argument of :func:`sample_ais`, as given or defaulted there (its signature is
+    the one place the defaults are written): built once per call and passed whole to
+    :func:`plan_ais` (or, for ``schedule="constant_rate"``, handed to :func:`sample_crais`).
+    ``schedule`` is the argument parsed (:func:`~pymc_crais.samplers.engine.schedule_option.parse_schedule`);
+    ``crais_kwargs`` holds the keywords only :func:`sample_crais` takes."""
+
+    draws: int
+    schedule: ScheduleArg
+    n_steps: int
+    alpha: float
+    kernel: object
+    chains: int | None
+    cores: int | None
+    random_seed: object
+    progressbar: bool
+    return_inferencedata: bool
+    idata_kwargs: dict | None
+    compile_kwargs: dict | None
+    model: object
+    init: object
+    init_kwargs: dict | None
+    n_mcmc_steps: int
+    kernel_kwargs: dict | None
+    schedule_kwargs: dict | None
+    rho: float | None
+    max_step: float | None
+    min_step: float | None
+    max_steps: int
+    scale_shift: float | str | None
+    backend: str | None
+    mp_ctx: object
+    executor: object
+    memory_budget: float | None
+    path: str
+    path_kwargs: dict | None
+    crais_kwargs: dict
+
+    def crais_arguments(self) -> dict:
+        """The arguments :func:`sample_crais` gets for ``schedule="constant_rate"``."""
+        names = (
+            "draws", "alpha", "kernel", "chains", "cores", "random_seed", "progressbar",
+            "return_inferencedata", "idata_kwargs", "compile_kwargs", "model", "init",
+            "init_kwargs", "n_mcmc_steps", "kernel_kwargs", "max_step", "min_step", "max_steps",
+            "scale_shift", "backend", "mp_ctx", "executor", "memory_budget", "n_steps",
+        )  # fmt: skip
+        return {**{k: getattr(self, k) for k in names}, **self.crais_kwargs}
+
+
+def plan_ais(st: AISSettings) -> AnnealPlan:
+    """:func:`sample_ais`'s checks, set-up and pilot: the run, ready for its chains."""
+    path, path_kwargs = check_path(st.path, st.alpha, st.schedule, st.path_kwargs)
+    if st.crais_kwargs:
+        raise TypeError(f"sample_ais got unexpected arguments {sorted(st.crais_kwargs)}")
     t_start = time.perf_counter()
+    arg, n_steps, alpha = st.schedule, st.n_steps, st.alpha
     make_path(alpha, 0.0)  # validates alpha before any compilation
-    thermo = isinstance(schedule, str) and schedule.lower() == "thermodynamic"
+    thermo = arg.kind == "thermodynamic"
     if thermo:
-        check_int(n_steps, "n_steps", 1, "e.g. n_steps=200")
+        n_steps = check_int(n_steps, "n_steps", 1, "e.g. n_steps=200")
+        if st.schedule_kwargs:
+            raise TypeError("schedule_kwargs only apply to linear/sigmoid/exponential schedules")
         if path != "geometric":
             raise ValueError("schedule='thermodynamic' needs path='geometric' (the metric of its pilot)")
-    sched = resolve_schedule("linear" if thermo else schedule, n_steps, schedule_kwargs, rho, max_step, min_step)
-    max_steps = check_int(max_steps, "max_steps", 1, "e.g. max_steps=10000")
-    options = RunOptions.from_arguments(locals())
-    setup = prepare(options)
+        sched = None  # from the pilot's metric
+    else:
+        sched = arg.build(n_steps, st.schedule_kwargs, st.rho, st.max_step, st.min_step)
+    max_steps = check_int(st.max_steps, "max_steps", 1, "e.g. max_steps=10000")
+    setup = prepare(RunOptions.from_settings(st))
     attrs = {
         "method": "ais",
         "path": make_path(alpha, 0.0).name,
         "alpha": float(alpha),
         **setup.attrs,
-        **sched.describe(),
+        **(sched.describe() if sched is not None else {"schedule": "thermodynamic", "n_steps": n_steps}),
     }
-    # the scale shift's pilot: a shorter version of a named fixed schedule, else the same
-    pilot_sched = sched
-    if isinstance(schedule, str) and schedule.lower() in FIXED_SCHEDULES:
-        pilot_sched = make_fixed_schedule(
-            schedule, max(int(n_steps) // 4, 10), **dict(schedule_kwargs or {})
-        )
     if thermo:
-        c, sched = thermodynamic_pilot(setup, alpha, scale_shift, int(n_steps), attrs)
+        c, sched = thermodynamic_pilot(setup, alpha, st.scale_shift, n_steps, attrs)
         attrs.update(sched.describe(), schedule="thermodynamic")
     else:
-        c, _ = scale_shift_pilot(setup, alpha, scale_shift, attrs, schedule=pilot_sched)
-    outs, attrs["sampling_time"] = run_anneal_chains(
-        setup,
-        build_path(setup, path, alpha, c, attrs, path_kwargs),
-        sched,
-        "AIS",
-        AnnealOptions.from_settings(n_mcmc_steps=int(n_mcmc_steps), max_stages=int(max_steps)),
-    )
-    attrs["wall_time"] = time.perf_counter() - t_start
-    return finish(setup, outs, attrs, {})
+        # the scale shift's pilot: a shorter version of a named fixed schedule, else the same
+        short = max(int(n_steps) // 4, 10) if arg.kind == "fixed" else None
+        pilot_sched = arg.build(short, st.schedule_kwargs) if short is not None else sched
+        c, _ = scale_shift_pilot(setup, alpha, st.scale_shift, attrs, schedule=pilot_sched)
+    options = AnnealOptions.from_settings(n_mcmc_steps=int(st.n_mcmc_steps), max_stages=int(max_steps))
+    path = build_path(setup, path, alpha, c, attrs, path_kwargs)
+    return AnnealPlan(setup, path, sched, "AIS", options, attrs, {}, t_start)

@@ -14,6 +14,7 @@ The set-up and result helpers of the sampler layer are used in one place each
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from .engine.pipeline import finish, prepare
 from .engine.progress import ChainProgress
 from .engine.runner import run_chains, single_threaded_blas
 
-__all__ = ["sample_mcd"]
+__all__ = ["MCDSettings", "run_mcd", "sample_mcd"]
 
 
 def compile_hvp(model, layout, compile_kwargs: dict | None = None):
@@ -164,62 +165,97 @@ def sample_mcd(
         For an unknown ``method`` or ``hvp``, or a model with discrete variables (the moves
         need gradients).
     """
-    return _sample_mcd(**locals())
+    settings = MCDSettings(
+        draws=draws,
+        n_steps=n_steps,
+        train_steps=train_steps,
+        method=method,
+        chains=chains,
+        cores=cores,
+        random_seed=random_seed,
+        model=model,
+        batch=batch,
+        learn=learn,
+        lr=lr,
+        net_lr=net_lr,
+        step_size=step_size,
+        max_step=max_step,
+        hidden=hidden,
+        n_blocks=n_blocks,
+        hvp=hvp,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        idata_kwargs=idata_kwargs,
+        backend=backend,
+        compile_kwargs=compile_kwargs,
+        memory_budget=memory_budget,
+        mp_ctx=mp_ctx,
+    )
+    return run_mcd(settings)
 
 
-def _sample_mcd(
-    *,
-    draws,
-    n_steps,
-    train_steps,
-    method,
-    chains,
-    cores,
-    random_seed,
-    model,
-    batch,
-    learn,
-    lr,
-    net_lr,
-    step_size,
-    max_step,
-    hidden,
-    n_blocks,
-    hvp,
-    progressbar,
-    return_inferencedata,
-    idata_kwargs,
-    backend,
-    compile_kwargs,
-    memory_budget,
-    mp_ctx,
-):
+@dataclass(frozen=True)
+class MCDSettings:
+    """Every argument of :func:`sample_mcd`, as given or defaulted there (its signature is
+    the one place the defaults are written): built once per call and passed whole to
+    :func:`run_mcd`."""
+
+    draws: int
+    n_steps: int
+    train_steps: int
+    method: str
+    chains: int | None
+    cores: int | None
+    random_seed: object
+    model: object
+    batch: int
+    learn: tuple[str, ...] | None
+    lr: float
+    net_lr: float
+    step_size: float
+    max_step: float
+    hidden: int
+    n_blocks: int
+    hvp: str
+    progressbar: bool
+    return_inferencedata: bool
+    idata_kwargs: dict | None
+    backend: str | None
+    compile_kwargs: dict | None
+    memory_budget: float | None
+    mp_ctx: object
+
+
+def run_mcd(st: MCDSettings):
+    """:func:`sample_mcd`'s checks, set-up, Laplace standardization and chains."""
     t_start = time.perf_counter()
+    method, hvp, learn, lr, net_lr = st.method, st.hvp, st.learn, st.lr, st.net_lr
+    step_size, max_step, hidden, n_blocks = st.step_size, st.max_step, st.hidden, st.n_blocks
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if hvp not in ("auto", "pytensor", "fd"):
         raise ValueError(f"hvp must be 'auto', 'pytensor' or 'fd', got {hvp!r}")
-    n_steps = check_int(n_steps, "n_steps", 1, "e.g. n_steps=64")
-    train_steps = check_int(train_steps, "train_steps", 0, "e.g. train_steps=400")
-    batch = check_int(batch, "batch", 2, "e.g. batch=64")
+    n_steps = check_int(st.n_steps, "n_steps", 1, "e.g. n_steps=64")
+    train_steps = check_int(st.train_steps, "train_steps", 0, "e.g. train_steps=400")
+    batch = check_int(st.batch, "batch", 2, "e.g. batch=64")
     if learn is None:
         learn = ("step_logit", "schedule_logit", "mu", "log_sigma") + (
             ("eta_logit",) if method == "uha" else ()
         )
     setup = prepare(
         RunOptions(
-            model=model,
-            draws=draws,
-            chains=2 if chains is None else chains,
-            cores=cores,
+            model=st.model,
+            draws=st.draws,
+            chains=2 if st.chains is None else st.chains,
+            cores=st.cores,
             kernel="mala",
-            random_seed=random_seed,
-            backend=backend,
-            compile_kwargs=compile_kwargs,
-            memory_budget=memory_budget,
-            idata_kwargs=idata_kwargs,
-            progressbar=progressbar,
-            return_inferencedata=return_inferencedata,
+            random_seed=st.random_seed,
+            backend=st.backend,
+            compile_kwargs=st.compile_kwargs,
+            memory_budget=st.memory_budget,
+            idata_kwargs=st.idata_kwargs,
+            progressbar=st.progressbar,
+            return_inferencedata=st.return_inferencedata,
         )
     )
     density, layout = setup.density, setup.layout
@@ -275,10 +311,10 @@ def _sample_mcd(
         for c in range(setup.chains)
     ]
     t0 = time.perf_counter()
-    progress = ChainProgress(progressbar, setup.chains, method.upper())
+    progress = ChainProgress(st.progressbar, setup.chains, method.upper())
     # JAX: the chains in this process (a forked JAX runtime deadlocks), one after the other
     cores = 1 if uses_jax(setup.compile_kwargs) else setup.cores
-    outs = run_chains(tasks, run_mcd_chain, cores, mp_ctx, progress)
+    outs = run_chains(tasks, run_mcd_chain, cores, st.mp_ctx, progress)
     attrs["sampling_time"] = time.perf_counter() - t0
     attrs["wall_time"] = time.perf_counter() - t_start
     return finish(setup, outs, attrs, {})

@@ -6,54 +6,23 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..chain_result import SamplerResult, schedule_from_result
 from ..core.paths import make_path
-from ..core.rts import WARM_STARTS
-from ..core.schedules import (
-    FIXED_SCHEDULES,
-    interpolate_schedule,
-    make_fixed_schedule,
-    validate_schedule,
-)
+from ..core.rts import RTSOptions
+from ..core.schedules import interpolate_schedule
 from ..warnings import RTSInitialLoopWarning, user_stacklevel
 from .engine.options import RunOptions, check_int
 from .engine.pipeline import RunSetup, finish, fresh_kernel, prepare
 from .engine.progress import ChainProgress
 from .engine.rts_chain import RTSTask, run_rts_chain
 from .engine.runner import run_chains, single_threaded_blas
+from .engine.schedule_option import LADDERS, parse_schedule
 from .engine.tuning import constant_rate_tuning, rate_for_steps, scale_shift_pilot
 
-__all__ = ["sample_rts"]
-
-LADDERS = ("constant_rate", *FIXED_SCHEDULES)
-
-
-def resolve_ladder(ladder, n_temperatures: int, ladder_kwargs) -> tuple[np.ndarray | None, str]:
-    """The ladder as an array (``None`` for ``"constant_rate"``, built after the set-up)."""
-    kw = dict(ladder_kwargs or {})
-    if isinstance(ladder, str):
-        key = ladder.lower()
-        if key == "constant_rate":
-            return None, key
-        if key in FIXED_SCHEDULES:
-            return make_fixed_schedule(key, n_temperatures - 1, **kw).taus, key
-        raise ValueError(
-            f"ladder={ladder!r} is unknown; choose one of {sorted(LADDERS)}, an increasing "
-            "array of tau from 0 to 1, or a previous pymc_crais result (its schedule is "
-            "interpolated to n_temperatures levels)"
-        )
-    if kw:
-        raise TypeError("ladder_kwargs only apply to a named ladder")
-    if hasattr(ladder, "children") or isinstance(ladder, SamplerResult):
-        return interpolate_schedule(schedule_from_result(ladder), n_temperatures - 1), "from_result"
-    if hasattr(ladder, "__array__") or isinstance(ladder, list | tuple):
-        return validate_schedule(np.asarray(ladder, dtype=np.float64)), "array"
-    raise ValueError(
-        f"ladder={ladder!r} is not understood; pass a name, an array or a previous result"
-    )
+__all__ = ["RTSSettings", "run_rts", "sample_rts"]
 
 
 def constant_rate_ladder(setup: RunSetup, path, total: float, n_temperatures: int, attrs):
@@ -203,34 +172,123 @@ def sample_rts(
     ...                            random_seed=1, progressbar=False)
     >>> value, mcse = pmc.log_marginal_likelihood(idata)
     """
+    settings = RTSSettings(
+        draws=draws,
+        n_temperatures=n_temperatures,
+        n_sweeps=n_sweeps,
+        ladder=ladder,
+        alpha=alpha,
+        kernel=kernel,
+        chains=chains,
+        cores=cores,
+        random_seed=random_seed,
+        progressbar=progressbar,
+        return_inferencedata=return_inferencedata,
+        idata_kwargs=idata_kwargs,
+        compile_kwargs=compile_kwargs,
+        model=model,
+        init=init,
+        init_kwargs=init_kwargs,
+        ladder_kwargs=ladder_kwargs,
+        level_prior=level_prior,
+        warm_start=warm_start,
+        n_init_sweeps=n_init_sweeps,
+        max_init_rounds=max_init_rounds,
+        tol=tol,
+        restart_levels=restart_levels,
+        init_burn=init_burn,
+        n_mcmc_steps=n_mcmc_steps,
+        kernel_kwargs=kernel_kwargs,
+        n_groups=n_groups,
+        scale_shift=scale_shift,
+        backend=backend,
+        mp_ctx=mp_ctx,
+        executor=executor,
+        memory_budget=memory_budget,
+    )
+    return run_rts(settings)
+
+
+@dataclass(frozen=True)
+class RTSSettings:
+    """Every argument of :func:`sample_rts`, as given or defaulted there (its signature is
+    the one place the defaults are written): built once per call and passed whole to
+    :func:`run_rts`."""
+
+    draws: int
+    n_temperatures: int
+    n_sweeps: int
+    ladder: object
+    alpha: float
+    kernel: object
+    chains: int | None
+    cores: int | None
+    random_seed: object
+    progressbar: bool
+    return_inferencedata: bool
+    idata_kwargs: dict | None
+    compile_kwargs: dict | None
+    model: object
+    init: object
+    init_kwargs: dict | None
+    ladder_kwargs: dict | None
+    level_prior: object
+    warm_start: str | None
+    n_init_sweeps: int
+    max_init_rounds: int
+    tol: float
+    restart_levels: str
+    init_burn: float
+    n_mcmc_steps: int
+    kernel_kwargs: dict | None
+    n_groups: int
+    scale_shift: float | str | None
+    backend: str | None
+    mp_ctx: object
+    executor: object
+    memory_budget: float | None
+
+
+def run_rts(st: RTSSettings):
+    """:func:`sample_rts`'s checks, set-up, ladder and chains, from its settings."""
     t_start = time.perf_counter()
-    make_path(alpha, 0.0)
-    K = check_int(n_temperatures, "n_temperatures", 2, "e.g. n_temperatures=100")
-    ladder_arr, ladder_name = resolve_ladder(ladder, K, ladder_kwargs)
+    make_path(st.alpha, 0.0)
+    K = check_int(st.n_temperatures, "n_temperatures", 2, "e.g. n_temperatures=100")
+    ladder_arr, ladder_name = parse_schedule(st.ladder, LADDERS, "ladder").ladder(K, st.ladder_kwargs)
     if ladder_name == "array":
         K = ladder_arr.size
-    n_sweeps = check_int(n_sweeps, "n_sweeps", 1, "e.g. n_sweeps=500")
-    n_init_sweeps = check_int(n_init_sweeps, "n_init_sweeps", 1, "e.g. n_init_sweeps=50")
+    n_sweeps = check_int(st.n_sweeps, "n_sweeps", 1, "e.g. n_sweeps=500")
+    n_init_sweeps = check_int(st.n_init_sweeps, "n_init_sweeps", 1, "e.g. n_init_sweeps=50")
     max_init_rounds = check_int(
-        max_init_rounds, "max_init_rounds", 0, "or 0 to skip the initial loop"
+        st.max_init_rounds, "max_init_rounds", 0, "or 0 to skip the initial loop"
     )
-    n_groups = check_int(n_groups, "n_groups", 2, "e.g. n_groups=20")
+    n_groups = check_int(st.n_groups, "n_groups", 2, "e.g. n_groups=20")
+    tol, level_prior = st.tol, st.level_prior
     if (
         isinstance(tol, bool)
         or not isinstance(tol, numbers.Real)
         or not (np.isfinite(tol) and tol > 0)
     ):
         raise ValueError(f"tol must be a positive number, got {tol!r}; the paper uses 0.1")
-    if warm_start not in WARM_STARTS:
-        raise ValueError(f"warm_start must be 'ais' or None, got {warm_start!r}")
-    if restart_levels not in ("conditional", "prior"):
-        raise ValueError(f"restart_levels must be 'conditional' or 'prior', got {restart_levels!r}")
     if level_prior is not None:
         lp = np.asarray(level_prior, dtype=np.float64)
         if lp.shape != (K,) or not np.all(np.isfinite(lp)) or np.any(lp <= 0):
             raise ValueError(f"level_prior must hold {K} positive numbers (one per temperature)")
-    options = RunOptions.from_arguments(locals(), per_level_kernel=True)
-    setup = prepare(options)
+    # the core's options, checked (warm_start, restart_levels, init_burn) before compiling
+    rts_options = RTSOptions(
+        n_sweeps=n_sweeps,
+        n_init_sweeps=n_init_sweeps,
+        max_init_rounds=max_init_rounds,
+        tol=float(tol),
+        level_prior=level_prior,
+        warm_start=st.warm_start,
+        n_mcmc_steps=int(st.n_mcmc_steps),
+        n_groups=n_groups,
+        restart_levels=st.restart_levels,
+        init_burn=float(st.init_burn),
+    )
+    setup = prepare(RunOptions.from_settings(st, per_level_kernel=True))
+    alpha = st.alpha
     attrs = {
         "method": "rts",
         "path": make_path(alpha, 0.0).name,
@@ -238,7 +296,7 @@ def sample_rts(
         **setup.attrs,
     }
     need_rate = ladder_name == "constant_rate"
-    c, total = scale_shift_pilot(setup, alpha, scale_shift, attrs, need_rate=need_rate)
+    c, total = scale_shift_pilot(setup, alpha, st.scale_shift, attrs, need_rate=need_rate)
     path = make_path(alpha, c)
     if ladder_arr is None:
         ladder_arr = constant_rate_ladder(setup, path, total, K, attrs)
@@ -250,25 +308,13 @@ def sample_rts(
             "n_init_sweeps": n_init_sweeps,
             "max_init_rounds": max_init_rounds,
             "tol": float(tol),
-            "warm_start": "none" if warm_start is None else warm_start,
-            "restart_levels": restart_levels,
-            "init_burn": float(init_burn),
+            "warm_start": "none" if st.warm_start is None else st.warm_start,
+            "restart_levels": st.restart_levels,
+            "init_burn": float(st.init_burn),
             "n_groups": min(n_groups, setup.draws),
             "mcse_method": "particle groups (delta method), conditional on the frozen log Z_k",
         }
     )
-    rts_options = {
-        "n_sweeps": n_sweeps,
-        "n_init_sweeps": n_init_sweeps,
-        "max_init_rounds": max_init_rounds,
-        "tol": float(tol),
-        "level_prior": level_prior,
-        "warm_start": warm_start,
-        "n_mcmc_steps": int(n_mcmc_steps),
-        "n_groups": n_groups,
-        "restart_levels": restart_levels,
-        "init_burn": float(init_burn),
-    }
     tasks = [
         RTSTask(
             i,
@@ -284,14 +330,14 @@ def sample_rts(
         for i in range(setup.chains)
     ]
     t0 = time.perf_counter()
-    progress = ChainProgress(progressbar, setup.chains, "RTS")
+    progress = ChainProgress(st.progressbar, setup.chains, "RTS")
     with warnings.catch_warnings():  # one warning for all chains, below
         warnings.simplefilter("ignore", RTSInitialLoopWarning)
         outs = run_chains(
             tasks,
             run_rts_chain,
             setup.cores,
-            mp_ctx,
+            st.mp_ctx,
             progress,
             executor=setup.executor,
             batched=setup.batched,

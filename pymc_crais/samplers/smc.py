@@ -6,21 +6,15 @@ import time
 
 from ..core.anneal import AnnealOptions
 from ..core.paths import make_path
-from ..core.schedules import FIXED_SCHEDULES, Schedule
-from ..core.schedules.adaptive import CESSSchedule, ConstantRateSchedule, ESSSchedule
+from ..core.schedules import Schedule
+from ..core.schedules.adaptive import ConstantRateSchedule
 from .engine.anneal_chain import AnnealPlan
-from .engine.options import (
-    ADAPTIVE_SCHEDULES,
-    RunOptions,
-    check_int,
-    check_rate,
-    is_auto,
-    resolve_schedule,
-)
+from .engine.options import RunOptions, check_int, check_rate, is_auto
 from .engine.path_option import build_path, check_path
 from .engine.persistent_option import check_persistent, persistent_stages
 from .engine.pipeline import prepare
 from .engine.runner import single_threaded_blas
+from .engine.schedule_option import SMC_SCHEDULES
 from .engine.smc_settings import SMCSettings
 from .engine.start_point import DEFAULT_TARGET_MCSE, one_step_schedule, start_length_point
 from .engine.tuning import rate_for_steps, scale_shift_pilot
@@ -32,7 +26,6 @@ CR_SMC_CESS_FLOOR = 0.999
 :class:`~pymc_crais.core.schedules.adaptive.ConstantRateSchedule`'s ``cess_floor``)."""
 DEFAULT_N_STEPS = 100
 """Stages of a fixed schedule, and CR-SMC's target length, when ``n_steps`` is not given."""
-SMC_SCHEDULES = ("ess", "cess", "constant_rate", *FIXED_SCHEDULES)
 
 
 @single_threaded_blas
@@ -167,16 +160,12 @@ def plan_smc(
     path, path_kwargs = check_path(st.path, alpha, schedule, st.path_kwargs)
     persistent = check_persistent(st.persistent, schedule, st.waste_free, path)
     sched: Schedule | None
-    if isinstance(schedule, str) and schedule in ADAPTIVE_SCHEDULES:
-        rule = ESSSchedule if schedule == "ess" else CESSSchedule
-        sched = rule(st.threshold, max_step=max_step, min_step=min_step)
-    elif is_cr:
+    if is_cr:
         delta = check_rate(delta)
         sched = None  # built once c and delta are known
-    else:
-        sched = resolve_schedule(
-            schedule, DEFAULT_N_STEPS if n_steps is None else n_steps, None, None, max_step, min_step
-        )
+    else:  # ESS / CESS at ρ = threshold, or a fixed schedule
+        n = DEFAULT_N_STEPS if n_steps is None else n_steps
+        sched = schedule.build(n, None, st.threshold, max_step, min_step)
     options = RunOptions(
         model=model,
         draws=draws,

@@ -437,9 +437,10 @@ def test_resampling_policy():
 
 
 def test_observers_see_each_stage_before_its_tau_is_chosen():
-    """An observer is told (stage, τ, state, log w) at the start of every stage, and the
-    run's bits do not depend on it."""
+    """An observer is told the initial population, (stage, τ, state, log w) at the start of
+    every stage and a report of what the stage did, and the run's bits do not depend on it."""
     from pymc_crais.core import FunctionDensity, anneal, make_kernel, make_path
+    from pymc_crais.core.observers import LoopObserver
     from pymc_crais.core.schedules import linear_schedule, make_fixed_schedule
 
     dens = FunctionDensity(
@@ -447,12 +448,18 @@ def test_observers_see_each_stage_before_its_tau_is_chosen():
         lambda x: -x, lambda x: -(x - 1.0), lambda rng, n: rng.standard_normal((n, 1)),
     )  # fmt: skip
 
-    class Seen:
+    class Seen(LoopObserver):
         def __init__(self):
-            self.calls = []
+            self.calls, self.reports, self.started = [], [], None
+
+        def begin_run(self, state):
+            self.started = state.n
 
         def begin_stage(self, stage, tau, state, log_weights):
             self.calls.append((stage, tau, state.n, float(np.sum(log_weights))))
+
+        def end_stage(self, report):
+            self.reports.append((report.index, report.tau, report.log_z_increment, report.moved.n_transitions))
 
     runs = []
     for observers in ((), (Seen(),)):
@@ -464,3 +471,17 @@ def test_observers_see_each_stage_before_its_tau_is_chosen():
     assert seen.log_marginal_likelihood == plain.log_marginal_likelihood
     assert [c[:3] for c in obs.calls] == [(k, pytest.approx(k / 5), 200) for k in range(5)]
     assert obs.calls[0][3] == 0.0  # AIS: the first stage starts from equal weights
+    # and after each stage what it did: the records the run returns come from the same reports
+    assert obs.started == 200 and [r[0] for r in obs.reports] == list(range(5))
+    assert [r[1] for r in obs.reports] == list(seen.stages["tau"])
+    assert [r[2] for r in obs.reports] == list(seen.stages["log_z_increment"])
+    assert [r[3] for r in obs.reports] == list(seen.stages["mcmc_steps"])
+
+    class OnlyBegin:  # not a LoopObserver: refused with the fix
+        def begin_stage(self, stage, tau, state, log_weights):
+            pass
+
+    from pymc_crais.core.anneal import AnnealOptions
+
+    with pytest.raises(TypeError, match="subclass pymc_crais.core.observers.LoopObserver"):
+        AnnealOptions(observers=(OnlyBegin(),))

@@ -49,12 +49,12 @@ def _state(rng, n=200, d=3):
     return ParticleState(rng.standard_normal((n, d)), z, z)
 
 
-def test_fixed_moves_make_exactly_n_steps_and_retune_between(rng):
+def test_fixed_moves_make_exactly_n_transitions_and_retune_between(rng):
     k = _Shrink()
     res = Moves.fixed(3).run(
         rng, k, _state(rng), None, None, 0.5, 10, tune=lambda p, s, i: k.tune(p, s, i)
     )
-    assert res.n_steps == 3
+    assert res.n_transitions == 3
     assert k.seen == [10, 11, 12]  # tuned before every transition after the first
     assert res.params == 12
     assert res.acceptance_rates == [0.25, 0.5, 0.75]
@@ -78,13 +78,13 @@ def test_zero_moves_keep_state_params_and_info(rng):
     info = KernelInfo(0.3, 5)
     res = Moves.fixed(0).run(rng, _Shrink(), st, None, None, 0.5, 7, info=info)
     assert res.state is st and res.params == 7 and res.info is info
-    assert res.n_steps == 0 and np.isnan(res.acceptance_rate) and not res.moved.any()
+    assert res.n_transitions == 0 and np.isnan(res.acceptance_rate) and not res.moved.any()
 
 
 def test_pymc_rule_stops_when_correlation_stops_falling(rng):
     """Noise-free shrinking keeps the correlation at 1 (no decrease): one transition."""
     res = Moves.pymc(20, 0.01).run(rng, _Shrink(factor=0.5), _state(rng), None, None, 0.5, 0)
-    assert res.n_steps == 1
+    assert res.n_transitions == 1
 
 
 def test_pymc_rule_against_a_direct_implementation(rng):
@@ -105,7 +105,7 @@ def test_pymc_rule_against_a_direct_implementation(rng):
             if prev - corr < tol or corr < 0.1:
                 break
             prev = corr
-        assert res.n_steps == n, (tol, cap, noise)
+        assert res.n_transitions == n, (tol, cap, noise)
         np.testing.assert_array_equal(res.state.x, x)
     assert 1 < n <= cap
 
@@ -123,7 +123,7 @@ def test_stopping_rule_is_pluggable(rng):
             return T()
 
     res = Moves(10, AfterTwo()).run(rng, _Shrink(), _state(rng), None, None, 0.5, 0)
-    assert res.n_steps == 2
+    assert res.n_transitions == 2
 
 
 def test_mean_correlation():
@@ -192,7 +192,7 @@ def test_auto_rule_against_a_direct_implementation(factor, noise, bound, cap):
     st = _state(np.random.default_rng(1))
     res = Moves.auto(cap, bound).run(np.random.default_rng(2), _Shrink(factor, noise), st, None, None, 0.5, 0)
     n, x = _auto_steps_direct(st, factor, noise, bound, cap)
-    assert res.n_steps == n
+    assert res.n_transitions == n
     np.testing.assert_array_equal(res.state.x, x)
 
 
@@ -204,8 +204,8 @@ def test_auto_rule_keeps_moving_a_slow_kernel_that_pymc_stops():
     slow = dict(factor=0.99, noise=0.1)
     pymc = Moves.pymc(400, 0.01).run(np.random.default_rng(2), _Shrink(**slow), st, None, None, 0.5, 0)
     auto = Moves.auto(400).run(np.random.default_rng(2), _Shrink(**slow), st, None, None, 0.5, 0)
-    assert pymc.n_steps == 1
-    assert 20 < auto.n_steps < 400
+    assert pymc.n_transitions == 1
+    assert 20 < auto.n_transitions < 400
     corr = [abs(np.corrcoef(st.x[:, j], auto.state.x[:, j])[0, 1]) for j in range(3)]
     assert max(corr) < 0.1
 
@@ -216,9 +216,9 @@ def test_futility_stops_a_kernel_that_cannot_decorrelate():
     st = _state(np.random.default_rng(1), n=2000)
     stuck = dict(factor=0.999, noise=0.02)
     auto = Moves.auto(20).run(np.random.default_rng(2), _Shrink(**stuck), st, None, None, 0.5, 0)
-    assert auto.n_steps == 4
+    assert auto.n_transitions == 4
     no_horizon = Moves(20, QuantileCorrelationStop(0.1))
-    assert no_horizon.run(np.random.default_rng(2), _Shrink(**stuck), st, None, None, 0.5, 0).n_steps == 20
+    assert no_horizon.run(np.random.default_rng(2), _Shrink(**stuck), st, None, None, 0.5, 0).n_transitions == 20
 
 
 @dataclass
@@ -246,7 +246,7 @@ def test_futility_spares_a_kernel_that_reaches_the_bound_at_the_cap():
     they are projected to bring it below the bound the stage goes on: ρ = 0.87 needs 17."""
     st = _state(np.random.default_rng(1), n=4000)
     res = Moves.auto(18).run(np.random.default_rng(2), _AR1(0.87), st, None, None, 0.5, 0)
-    assert res.n_steps >= 16
+    assert res.n_transitions >= 16
 
 
 def test_futility_spares_a_kernel_that_gets_there_slowly():
@@ -254,7 +254,7 @@ def test_futility_spares_a_kernel_that_gets_there_slowly():
     slower than the window, but it gets there within the cap, so it is not stopped."""
     st = _state(np.random.default_rng(1), n=4000)
     res = Moves.auto(20).run(np.random.default_rng(2), _AR1(0.85), st, None, None, 0.5, 0)
-    assert 13 <= res.n_steps <= 17
+    assert 13 <= res.n_transitions <= 17
     corr = [abs(np.corrcoef(st.x[:, j], res.state.x[:, j])[0, 1]) for j in range(3)]
     assert np.quantile(corr, 0.9) < 0.1
 
@@ -315,9 +315,27 @@ def test_run_chains_keeps_every_state_of_every_chain(rng):
     k = _Shrink(0.5)
     res = Moves(1).run_chains(rng, k, st, None, None, 0.5, 0, 100, tune=lambda p, s, i: p + 1)
     # P = ceil(100 / 30) = 4 states per chain: the start and 3 transitions, cut to 100
-    assert res.n_steps == 3 and res.state.n == 100 and k.seen == [0, 1, 2]
+    assert res.n_transitions == 3 and res.state.n == 100 and k.seen == [0, 1, 2]
     for j in range(4):
         block = res.state.x[30 * j : 30 * (j + 1)]
         np.testing.assert_allclose(block[1:], st.x[1 : block.shape[0]] * 0.5**j)
     np.testing.assert_array_equal(res.state.family, np.tile(np.arange(30), 4)[:100])
     np.testing.assert_allclose(res.last.x[1:], st.x[1:] * 0.125)
+
+
+def test_old_names_of_the_transitions_still_work_with_a_renamed_warning(rng):
+    """n_steps / max_steps count annealing steps; the transitions of a stage are
+    n_transitions / max_transitions, and the old names warn (RenamedWarning)."""
+    from pymc_crais.warnings import RenamedWarning
+
+    with pytest.warns(RenamedWarning, match="max_transitions"):
+        assert Moves.auto(max_steps=7) == Moves.auto(max_transitions=7)
+    with pytest.warns(RenamedWarning, match="max_transitions"):
+        assert Moves.pymc(max_steps=7) == Moves.pymc(7)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        Moves.auto(max_stages=7)
+    res = Moves.fixed(2).run(rng, _Shrink(), _state(rng), None, None, 0.5, 0)
+    with pytest.warns(RenamedWarning, match="n_transitions"):
+        assert res.n_steps == res.n_transitions == 2
+    with pytest.warns(RenamedWarning, match="n_transitions"):
+        assert Moves.fixed(3).n_steps == 3

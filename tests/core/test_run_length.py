@@ -45,5 +45,10 @@ def test_choose_length_takes_the_fewest_steps_that_meet_the_target():
     assert k == 12 and mcse <= 0.01  # 4 / 12 = 0.33 <= 0.4; 4 / 8 = 0.5 > 0.4
     assert choose_length(pts, 1000, 4, target=0.03)[0] == 2  # 4 / 2 = 2 <= 3.6
     # out of reach: the longest run, with its (larger) prediction
-    k, mcse = choose_length([LengthPoint(8, 50.0)], 1000, 4, target=0.01, max_steps=200)
+    k, mcse = choose_length([LengthPoint(8, 50.0)], 1000, 4, target=0.01, max_length=200)
     assert k == 200 and mcse == pytest.approx(np.sqrt(50 / 4000))
+    # the old name of max_length still works, with a RenamedWarning
+    from pymc_crais.warnings import RenamedWarning
+
+    with pytest.warns(RenamedWarning, match="max_length"):
+        assert choose_length([LengthPoint(8, 50.0)], 1000, 4, 0.01, max_steps=100)[0] == 100

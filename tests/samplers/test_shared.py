@@ -61,13 +61,17 @@ def test_check_rate_and_check_int_accept_and_convert():
         check_int(True, "n", 0, "fix")
 
 
-def test_run_options_from_a_samplers_arguments():
-    def sampler(draws=10, kernel="rwmh", schedule="linear", n_mcmc_steps=2, **kwargs):
-        return RunOptions.from_arguments(locals(), init="laplace")
+def test_run_options_from_a_samplers_settings():
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        draws: int = 10
+        kernel: str = "rwmh"
+        schedule: str = "linear"
+        n_mcmc_steps: int = 2
 
-    opts = sampler(chains=3)
+    opts = RunOptions.from_settings(Settings(), init="laplace")
     assert (opts.draws, opts.kernel, opts.n_mcmc_steps, opts.init) == (10, "rwmh", 2, "laplace")
-    assert opts.chains is None  # only the sampler's named parameters are read
+    assert opts.chains is None  # only the settings' fields that RunOptions has are read
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.draws = 5
 
@@ -199,3 +203,39 @@ def test_smc_settings_defaults_by_schedule_and_checks():
                        ({"waste_free": 1}, "waste_free"), ({"max_steps": 0}, "max_steps")):  # fmt: skip
         with pytest.raises(ValueError, match=match):
             SMCSettings.from_kwargs(bad)
+
+
+def test_schedule_argument_parsed_in_one_place():
+    """schedule= (and ladder=) is read by parse_schedule only: names in any case, arrays,
+    Schedule objects; unknown names and misplaced kwargs name the argument."""
+    from pymc_crais.core.schedules.adaptive import ESSSchedule
+    from pymc_crais.samplers.engine.schedule_option import (
+        AIS_SCHEDULES,
+        LADDERS,
+        SMC_SCHEDULES,
+        parse_schedule,
+    )
+    from pymc_crais.samplers.engine.smc_settings import SMCSettings
+
+    arg = parse_schedule("Linear")
+    assert (arg.kind, arg.name) == ("fixed", "linear")
+    assert arg.build(10).n_steps == 10 and arg.ladder(5)[0].size == 5
+    ess = parse_schedule("ESS", SMC_SCHEDULES).build(None, None, 0.5)
+    assert isinstance(ess, ESSSchedule) and ess.rho == 0.5
+    # sample_smc's settings hold the parsed argument ("ESS" once got ρ = 0.9, not threshold)
+    assert SMCSettings.from_kwargs({"schedule": "ESS"}).schedule.adaptive
+    assert parse_schedule(ess).build(3) is ess
+    taus = parse_schedule([0.0, 0.5, 1.0])
+    assert taus.kind == "array" and taus.build(None).n_steps == 2
+    assert parse_schedule("constant_rate", LADDERS, "ladder").ladder(8) == (None, "constant_rate")
+    assert parse_schedule("thermodynamic", AIS_SCHEDULES).kind == "thermodynamic"
+    with pytest.raises(ValueError, match="schedule='thermodynamic' is unknown"):
+        parse_schedule("thermodynamic", SMC_SCHEDULES)
+    with pytest.raises(ValueError, match="ladder='bogus' is unknown"):
+        parse_schedule("bogus", LADDERS, "ladder")
+    with pytest.raises(ValueError, match="not understood"):
+        parse_schedule(3.0)
+    with pytest.raises(TypeError, match="schedule_kwargs only apply"):
+        parse_schedule("ess").build(None, {"scale": 2.0})
+    with pytest.raises(TypeError, match="ladder_kwargs only apply"):
+        parse_schedule([0.0, 1.0], LADDERS, "ladder").ladder(4, {"scale": 2.0})

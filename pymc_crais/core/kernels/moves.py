@@ -3,8 +3,8 @@
 A :class:`Moves` object runs the transitions of one stage (an annealing stage, one
 ``pm.sample_smc`` mutation, the ``θ | k`` half of a tempered-sampling sweep):
 
-* ``n_steps`` transitions, or, with a ``stopping_rule``, up to ``n_steps`` transitions that
-  stop as soon as the rule says the particles have moved enough;
+* ``n_transitions`` transitions, or, with a ``stopping_rule``, up to ``n_transitions``
+  transitions that stop as soon as the rule says the particles have moved enough;
 * between two transitions of a stage the kernel may be re-tuned from the population
   (``retune``; the caller supplies the tuning function, which knows the weights).
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...warnings import renamed_argument, renamed_property
 from ..particles import ParticleState
 from ..tails import coordinate_correlations
 from .kernel_base import KernelInfo, MutationKernel
@@ -235,9 +236,11 @@ class MoveResult:
     last: ParticleState | None = None
 
     @property
-    def n_steps(self) -> int:
+    def n_transitions(self) -> int:
         """Transitions made."""
         return len(self.acceptance_rates)
+
+    n_steps = renamed_property("n_transitions", "MoveResult.n_steps")
 
     @property
     def acceptance_rate(self) -> float:
@@ -251,41 +254,49 @@ class Moves:
 
     Attributes
     ----------
-    n_steps : int
-        Transitions per stage, or the cap when ``stopping_rule`` is set.
+    n_transitions : int
+        Transitions per stage, or the cap when ``stopping_rule`` is set (was ``n_steps``).
     stopping_rule : StoppingRule or None
-        ``None``: exactly ``n_steps`` transitions.
+        ``None``: exactly ``n_transitions`` transitions.
     retune : bool, default True
         Re-tune the kernel between the transitions of a stage (when the caller gives a
         tuning function).
     """
 
-    n_steps: int = 1
+    n_transitions: int = 1
     stopping_rule: StoppingRule | None = None
     retune: bool = True
 
+    n_steps = renamed_property("n_transitions", "Moves.n_steps")
+
     @classmethod
-    def fixed(cls, n_steps: int, retune: bool = True) -> Moves:
-        """Exactly ``n_steps`` (≥ 0) transitions per stage."""
-        if int(n_steps) != n_steps or n_steps < 0:
+    def fixed(cls, n_transitions: int, retune: bool = True) -> Moves:
+        """Exactly ``n_transitions`` (≥ 0) transitions per stage."""
+        if int(n_transitions) != n_transitions or n_transitions < 0:
             raise ValueError(
-                f"n_mcmc_steps must be a non-negative integer or 'auto', got {n_steps}"
+                f"n_mcmc_steps must be a non-negative integer or 'auto', got {n_transitions}"
             )
-        return cls(int(n_steps), None, retune)
+        return cls(int(n_transitions), None, retune)
 
     @classmethod
-    def auto(cls, max_steps=MAX_MCMC_STEPS, max_correlation=MAX_CORRELATION, retune=True) -> Moves:
-        """Up to ``max_steps`` transitions, stopping by :class:`QuantileCorrelationStop`
-        (with ``max_steps`` as its horizon: its futility stop is on)."""
-        _check_cap(max_steps)
-        rule = QuantileCorrelationStop(float(max_correlation), horizon=int(max_steps))
-        return cls(int(max_steps), rule, retune)
+    def auto(cls, max_transitions=MAX_MCMC_STEPS, max_correlation=MAX_CORRELATION, retune=True, **old):
+        """Up to ``max_transitions`` transitions, stopping by :class:`QuantileCorrelationStop`
+        (with ``max_transitions`` as its horizon: its futility stop is on); ``max_steps`` is
+        its old name."""
+        cap = renamed_argument("Moves.auto", "max_steps", "max_transitions", max_transitions, old)
+        _check_cap(cap)
+        rule = QuantileCorrelationStop(float(max_correlation), horizon=int(cap))
+        return cls(int(cap), rule, retune)
 
     @classmethod
-    def pymc(cls, max_steps=MAX_MCMC_STEPS, correlation_threshold=CORRELATION_THRESHOLD, retune=True):
-        """Up to ``max_steps`` transitions, stopping by :class:`CorrelationStop` (PyMC's rule)."""
-        _check_cap(max_steps)
-        return cls(int(max_steps), CorrelationStop(float(correlation_threshold)), retune)
+    def pymc(
+        cls, max_transitions=MAX_MCMC_STEPS, correlation_threshold=CORRELATION_THRESHOLD, retune=True, **old
+    ):
+        """Up to ``max_transitions`` transitions, stopping by :class:`CorrelationStop`
+        (PyMC's rule); ``max_steps`` is its old name."""
+        cap = renamed_argument("Moves.pymc", "max_steps", "max_transitions", max_transitions, old)
+        _check_cap(cap)
+        return cls(int(cap), CorrelationStop(float(correlation_threshold)), retune)
 
     @classmethod
     def from_setting(
@@ -330,7 +341,7 @@ class Moves:
         """
         tracker = self.stopping_rule.start(state) if self.stopping_rule is not None else None
         out = MoveResult(state, params, info, [], np.zeros(state.n, dtype=bool))
-        for k in range(self.n_steps):
+        for k in range(self.n_transitions):
             new = self._transition(k, rng, kernel, out, density, path, tau, tune)
             if tracker is not None and tracker.done(new):
                 break
@@ -356,7 +367,7 @@ class Moves:
         result's state is all of them, chain step by chain step, cut to ``n_total``
         (particle ``j`` of block ``k`` is step ``k`` of chain ``j``).
 
-        ``n_steps`` and the stopping rule are not used; ``retune`` as in :meth:`run`.
+        ``n_transitions`` and the stopping rule are not used; ``retune`` as in :meth:`run`.
         ``out.last`` holds the chains' last states.
         """
         m = state.n
@@ -383,6 +394,6 @@ class Moves:
         return new
 
 
-def _check_cap(max_steps) -> None:
-    if int(max_steps) != max_steps or max_steps < 1:
-        raise ValueError(f"max_mcmc_steps must be a positive integer, got {max_steps}")
+def _check_cap(max_transitions) -> None:
+    if int(max_transitions) != max_transitions or max_transitions < 1:
+        raise ValueError(f"max_mcmc_steps must be a positive integer, got {max_transitions}")

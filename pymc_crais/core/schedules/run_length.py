@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...warnings import renamed_argument
 from ..weights import log_z_relative_variance
 
 __all__ = [
@@ -94,12 +95,13 @@ def choose_length(
     draws: int,
     chains: int,
     target: float,
-    max_steps: int = LENGTHS[-1],
+    max_length: int = LENGTHS[-1],
     lengths=LENGTHS,
+    **old,
 ) -> tuple[int, float]:
-    """The fewest steps (of ``lengths``, at most ``max_steps``) whose predicted pooled error
-    is at most ``target``, and that prediction; ``max_steps`` (and its prediction) when
-    none is.
+    """The fewest steps (of ``lengths``, at most ``max_length``) whose predicted pooled
+    error is at most ``target``, and that prediction; ``max_length`` (and its prediction)
+    when none is.
 
     Parameters
     ----------
@@ -109,8 +111,9 @@ def choose_length(
         Particles per chain and chains of the final run.
     target : float
         Target Monte Carlo error of the pooled ``log Ẑ``, in nats.
-    max_steps : int
-        The longest run allowed.
+    max_length : int
+        The longest run allowed (old name ``max_steps``, which elsewhere caps the stages of
+        an adaptive schedule; a :class:`~pymc_crais.warnings.RenamedWarning`).
     lengths : sequence of int
         Candidates, increasing.
 
@@ -118,10 +121,11 @@ def choose_length(
     -------
     (int, float)
     """
+    max_length = renamed_argument("choose_length", "max_steps", "max_length", max_length, old)
     for k in lengths:
-        if k > max_steps:
+        if k > max_length:
             break
         mcse = predicted_mcse(predicted_relative_variance(points, k), draws, chains)
         if mcse <= target:
             return int(k), mcse
-    return int(max_steps), predicted_mcse(predicted_relative_variance(points, max_steps), draws, chains)
+    return int(max_length), predicted_mcse(predicted_relative_variance(points, max_length), draws, chains)

@@ -4,31 +4,23 @@
 chains, kernel, ``init``, seed, backend, output); :func:`pymc_crais.samplers.engine.pipeline.prepare`
 checks them once and turns them into a ready :class:`~pymc_crais.samplers.engine.pipeline.RunSetup`.
 The checks of method-specific arguments that several samplers share (integers, the rate
-``delta``, a schedule argument) live here too, so each is written once.
+``delta``) live here too, so each is written once; the schedule argument has its own module
+(:mod:`pymc_crais.samplers.engine.schedule_option`).
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ...chain_result import SamplerResult, schedule_from_result
-from ...core.schedules import FIXED_SCHEDULES, Schedule, make_fixed_schedule
-from ...core.schedules.adaptive import CESSSchedule, ESSSchedule
-
 __all__ = [
-    "ADAPTIVE_SCHEDULES",
     "RunOptions",
     "check_int",
     "check_rate",
     "is_auto",
-    "resolve_schedule",
 ]
-
-ADAPTIVE_SCHEDULES = ("ess", "cess")
 
 
 @dataclass(frozen=True)
@@ -72,13 +64,6 @@ class RunOptions:
         own = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name in names}
         return cls(**{**own, **overrides})
 
-    @classmethod
-    def from_arguments(cls, arguments: Mapping, **overrides) -> RunOptions:
-        """The options among a sampler's ``arguments`` (its ``locals()``: the names are
-        those of the sampler's parameters), then ``overrides``."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in arguments.items() if k in names}, **overrides})
-
 
 def check_int(value, name: str, minimum: int, fix: str) -> int:
     """``value`` as an ``int``, or a ``ValueError`` naming ``name`` and the ``fix``."""
@@ -103,43 +88,3 @@ def check_rate(delta, name: str = "delta"):
     ):
         raise ValueError(f"{name} must be a positive number or 'auto', got {delta!r}")
     return float(delta)
-
-
-def resolve_schedule(schedule, n_steps, schedule_kwargs, rho, max_step, min_step) -> Schedule:
-    """The ``schedule=`` argument of the annealing samplers as a :class:`Schedule`.
-
-    A name (fixed: ``n_steps`` steps and ``schedule_kwargs``; ``"ess"``/``"cess"``: target
-    ratio ``rho``, default 0.9, and step bounds), an increasing array of τ, a previous result
-    (its schedule) or a ``Schedule``.
-    """
-    kw = dict(schedule_kwargs or {})
-    if isinstance(schedule, Schedule):
-        return schedule
-    if isinstance(schedule, str):
-        key = schedule.lower()
-        if key in ADAPTIVE_SCHEDULES:
-            if kw:
-                raise TypeError(
-                    "schedule_kwargs only apply to linear/sigmoid/exponential schedules"
-                )
-            cls = ESSSchedule if key == "ess" else CESSSchedule
-            return cls(0.9 if rho is None else rho, max_step=max_step, min_step=min_step)
-        if key in FIXED_SCHEDULES:
-            return make_fixed_schedule(
-                key, check_int(n_steps, "n_steps", 1, "e.g. n_steps=200"), **kw
-            )
-        raise ValueError(
-            f"schedule={schedule!r} is unknown; choose one of {sorted(FIXED_SCHEDULES)}, 'ess', "
-            "'cess', 'constant_rate', or pass an increasing array of tau from 0 to 1 or a "
-            "previous result"
-        )
-    if hasattr(schedule, "children") or isinstance(schedule, SamplerResult):
-        return make_fixed_schedule(schedule_from_result(schedule))
-    if hasattr(schedule, "__array__") or isinstance(schedule, list | tuple):
-        taus = np.asarray(schedule, dtype=np.float64)
-        return make_fixed_schedule(taus, **kw)
-    raise ValueError(
-        f"schedule={schedule!r} is not understood; pass 'linear', 'sigmoid', 'exponential', "
-        "'ess', 'cess', 'constant_rate', an increasing array of tau from 0 to 1, or a previous "
-        "result"
-    )

@@ -34,7 +34,9 @@ PATHS = ("geometric", "moment_averaging")
 
 
 def check_path(path, alpha, schedule, path_kwargs) -> tuple[str, dict]:
-    """The ``path=`` argument and its ``path_kwargs``, checked before any compilation."""
+    """The ``path=`` argument and its ``path_kwargs``, checked before any compilation
+    (``schedule``: the parsed schedule argument, a
+    :class:`~pymc_crais.samplers.engine.schedule_option.ScheduleArg`)."""
     if not isinstance(path, str) or path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     kw = dict(path_kwargs or {})
@@ -49,7 +51,7 @@ def check_path(path, alpha, schedule, path_kwargs) -> tuple[str, dict]:
             f"path='moment_averaging' has no power-mean exponent, got alpha={alpha!r}; use "
             "alpha=0, or path='geometric' with alpha for the power-mean path"
         )
-    if isinstance(schedule, str) and schedule.lower() == "constant_rate":
+    if schedule.constant_rate:
         raise ValueError(
             "path='moment_averaging' does not work with schedule='constant_rate' (the rule's "
             "statistics are those of the power-mean paths); use schedule='ess', 'cess' or a "

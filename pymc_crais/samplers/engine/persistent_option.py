@@ -17,7 +17,9 @@ __all__ = ["check_persistent", "persistent_stages"]
 
 def check_persistent(persistent, schedule, waste_free, path) -> int | str:
     """``persistent=`` as ``0`` (off), ``"all"`` (``True``) or a number ``L ≥ 2`` of kept
-    populations; errors name the argument and the fix."""
+    populations (``schedule``: the parsed schedule argument, a
+    :class:`~pymc_crais.samplers.engine.schedule_option.ScheduleArg`); errors name the
+    argument and the fix."""
     if persistent is False or persistent is None:
         return 0
     if persistent is True:
@@ -29,10 +31,10 @@ def check_persistent(persistent, schedule, waste_free, path) -> int | str:
             "persistent must be False, True (keep every population within the memory "
             f"budget) or a number of populations >= 2 (e.g. persistent=20), got {persistent!r}"
         )
-    if isinstance(schedule, str) and schedule in ("cess", "constant_rate"):
+    if schedule.name in ("cess", "constant_rate"):
         raise ValueError(
             f"persistent=True works with schedule='ess' (its pooled weights' ESS) or a fixed "
-            f"schedule, not schedule={schedule!r}; use schedule='ess' or persistent=False"
+            f"schedule, not schedule={schedule.value!r}; use schedule='ess' or persistent=False"
         )
     if waste_free:
         raise ValueError(

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...chain_result import ChainResult
 from ...core.resampling import systematic
-from ...core.rts import rts
+from ...core.rts import RTSOptions, rts
 from ...core.weights import ess_from_log_weights, normalized_weights
 from .progress import stage_callback
 
@@ -27,24 +27,24 @@ class RTSTask:
     path: object
     ladder: np.ndarray
     kernel: object
-    options: dict
+    options: RTSOptions
 
 
 def run_rts_chain(task: RTSTask) -> ChainResult:
     """One chain: ``draws`` tempering particles as one batch; plain NumPy output."""
     rng = task.rng
     report = stage_callback(task.chain)
-    opts = dict(task.options)
-    total = opts["max_init_rounds"] * opts["n_init_sweeps"] + opts["n_sweeps"]
+    opts = task.options
+    total = opts.max_init_rounds * opts.n_init_sweeps + opts.n_sweeps
     callback = None
     if report is not None:
         # the display shows progress as a fraction in the "tau" slot (initial rounds, then
         # the final run); it is not a temperature
         def callback(phase, i, info):
             done = (
-                (i + 1) * opts["n_init_sweeps"]
+                (i + 1) * opts.n_init_sweeps
                 if phase == "init"
-                else (opts["max_init_rounds"] * opts["n_init_sweeps"] + i + 1)
+                else (opts.max_init_rounds * opts.n_init_sweeps + i + 1)
             )
             report(i, min(done / total, 1.0), float("nan"), float("nan"))
 
@@ -55,8 +55,8 @@ def run_rts_chain(task: RTSTask) -> ChainResult:
         task.path,
         task.ladder,
         task.kernel,
+        opts,
         callback=callback,
-        **opts,
     )
     # posterior draws: the pooled snapshots of the final run, weighted by q(K | θ), resampled
     w = normalized_weights(res.posterior_log_weights)

@@ -17,6 +17,7 @@ import numpy as np
 from ...core.kernels.moves import CORRELATION_THRESHOLD, MAX_CORRELATION, MAX_MCMC_STEPS
 from ...core.schedules.adaptive import ConstantRateSchedule
 from .options import check_int
+from .schedule_option import SMC_SCHEDULES, parse_schedule
 from .start_point import check_target_mcse
 
 __all__ = ["WASTE_FREE_LENGTH", "SMCSettings"]
@@ -28,7 +29,9 @@ WASTE_FREE_LENGTH = 10
 @dataclass(frozen=True)
 class SMCSettings:
     """The options of :func:`pymc_crais.sample_smc` beyond PyMC's (see its docstring for
-    each). ``resample`` and ``resample_threshold`` default by schedule (``"ess"`` and 0.9
+    each; :meth:`from_kwargs` builds it, with ``schedule`` parsed into a
+    :class:`~pymc_crais.samplers.engine.schedule_option.ScheduleArg`). ``resample`` and
+    ``resample_threshold`` default by schedule (``"ess"`` and 0.9
     for ``schedule="constant_rate"``, as the CR-SMC paper; ``"always"`` and 0.5 otherwise);
     ``waste_free`` is resolved to a chain length (0: off)."""
 
@@ -65,7 +68,7 @@ class SMCSettings:
     @property
     def constant_rate(self) -> bool:
         """CR-SMC: ``schedule="constant_rate"``."""
-        return isinstance(self.schedule, str) and self.schedule == "constant_rate"
+        return self.schedule.constant_rate
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping) -> SMCSettings:
@@ -76,6 +79,7 @@ class SMCSettings:
         if unknown:
             raise TypeError(f"sample_smc got unexpected keyword arguments {unknown}")
         s = cls(**kwargs)
+        s = replace(s, schedule=parse_schedule(s.schedule, SMC_SCHEDULES))
         cr = s.constant_rate
         if s.target_mcse is not None:
             if not cr:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.anneal import AnnealResult, anneal
+from ...core.observers import LoopObserver
 from ...core.paths import make_path
 from ...core.schedules import FixedSchedule, exponential_schedule, make_fixed_schedule
 from ...core.schedules.adaptive import ConstantRateSchedule, rate_statistics
@@ -53,7 +54,7 @@ def rate_pilot_schedule() -> FixedSchedule:
     return make_fixed_schedule(exponential_schedule(32, tau_min=1e-6))
 
 
-class RateProbe:
+class RateProbe(LoopObserver):
     """Records the constant-rate integrand along a pilot run on a fixed schedule.
 
     Parameters
