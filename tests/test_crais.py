@@ -114,6 +114,20 @@ def test_sample_ais_constant_rate_delegates():
     assert int(idata.sample_stats.n_stages[0]) == 60
 
 
+def test_sample_ais_constant_rate_with_ais_defaults_is_sample_crais():
+    """Arguments left at sample_ais's defaults (n_steps=200, max_steps, max/min_step) take
+    sample_crais's: the same call, the same bits."""
+    case = em.normal_mean()
+    kw = dict(draws=200, random_seed=8, model=case.model, return_inferencedata=False,
+              **{**QUICK, "chains": 2})
+    via_ais = pmc.sample_ais(schedule="constant_rate", **kw)
+    direct = pmc.sample_crais(**kw)
+    assert via_ais.attrs["n_steps_mode"] == direct.attrs["n_steps_mode"] == "auto"
+    assert [c["log_marginal_likelihood"] for c in via_ais.chain_stats] == [
+        c["log_marginal_likelihood"] for c in direct.chain_stats
+    ]
+
+
 @pytest.mark.parametrize("rule", ["ess", "cess"])
 def test_adaptive_ais(rule):
     case = em.normal_mean()

@@ -7,6 +7,7 @@ estimates ``Z``. ``schedule="constant_rate"`` hands over to :func:`sample_crais`
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 
@@ -73,7 +74,8 @@ def sample_ais(
         ``"linear"``, ``"sigmoid"``, ``"exponential"`` (fixed, ``n_steps`` steps);
         ``"ess"`` or ``"cess"`` (adaptive AIS: each step keeps ``ESS(W·incr) = ρ ESS(W)`` or
         the conditional ESS at ``ρN``, per chain, by bisection); ``"constant_rate"`` (runs
-        :func:`sample_crais` with the remaining arguments); an increasing array of τ from
+        :func:`sample_crais` with the remaining arguments; those left at this function's
+        defaults take :func:`sample_crais`'s, e.g. ``n_steps="auto"``); an increasing array of τ from
         exactly 0 to 1; or a previous result, whose schedule is re-used. ``"thermodynamic"``:
         ``n_steps`` steps of equal thermodynamic length along the path (seed 004's optimal
         binned schedule), the metric ``Var_τ[∂_τ log γ_τ]`` from a geometric pilot's
@@ -272,7 +274,25 @@ class AISSettings:
             "init_kwargs", "n_mcmc_steps", "kernel_kwargs", "max_step", "min_step", "max_steps",
             "scale_shift", "backend", "mp_ctx", "executor", "memory_budget", "n_steps",
         )  # fmt: skip
-        return {**{k: getattr(self, k) for k in names}, **self.crais_kwargs}
+        # an argument left at sample_ais's default takes sample_crais's own default where the
+        # two differ (n_steps, max_step, min_step, max_steps): sample_ais(schedule=
+        # "constant_rate") is then sample_crais() with the same other arguments
+        ais_defaults = _defaults(sample_ais)
+        crais_defaults = _defaults(sample_crais)
+        given = {
+            k: getattr(self, k) for k in names
+            if not (_same(getattr(self, k), ais_defaults[k])
+                    and not _same(ais_defaults[k], crais_defaults[k]))
+        }
+        return {**given, **self.crais_kwargs}
+
+
+def _defaults(fn) -> dict:
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def plan_ais(st: AISSettings) -> AnnealPlan:
