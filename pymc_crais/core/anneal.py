@@ -80,6 +80,13 @@ class AnnealOptions:
         transitions), and all states (cut to ``N``) are the new, equally weighted
         population (:meth:`~pymc_crais.core.kernels.moves.Moves.run_chains`); stages without
         resampling move as ``moves`` says. 0: off.
+    idle_moves : Moves, optional
+        The transitions of a stage ``τ < 1`` that did not resample (default: ``moves``).
+        Such a stage's particles are distinct and exactly weighted, so moving them only
+        follows the target's small change; :func:`pymc_crais.sample_smc` makes one
+        transition there when ``n_mcmc_steps="auto"`` and resampling is ESS-triggered
+        (resample-move: the stages that resampled decorrelate their copies as ``moves``
+        says). The number of transitions never biases ``Ẑ``.
     observers : tuple, default ()
         Objects told the population at the start of every stage, before its τ is chosen:
         ``begin_stage(stage, tau, state, log_weights)`` (e.g. the constant-rate
@@ -98,6 +105,7 @@ class AnnealOptions:
     waste_free: int = 0
     stages: StageStrategy | None = None
     observers: tuple = ()
+    idle_moves: Moves | None = None
 
     def __post_init__(self):
         if int(self.max_stages) != self.max_stages or self.max_stages < 1:
@@ -126,9 +134,11 @@ class AnnealOptions:
         waste_free: int = 0,
         stages: StageStrategy | None = None,
         observers: tuple = (),
+        idle_mcmc_steps: int | None = None,
     ) -> AnnealOptions:
         """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
-        of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy)."""
+        of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy;
+        ``idle_mcmc_steps`` the transitions of ``idle_moves``, ``None``: ``moves``)."""
         if max_stages is not None and max_steps is not None:
             raise TypeError("pass max_stages or its old name max_steps, not both")
         resampling = ResamplingPolicy(resample, threshold, resampler)
@@ -136,9 +146,10 @@ class AnnealOptions:
             n_mcmc_steps, max_mcmc_steps, correlation_threshold, max_correlation
         )
         cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
+        idle = None if idle_mcmc_steps is None else Moves.fixed(idle_mcmc_steps)
         return cls(
             moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages,
-            tuple(observers),
+            tuple(observers), idle,
         )
 
 
@@ -161,6 +172,7 @@ class _Loop:
     record: StageRecord = field(default_factory=StageRecord)
     used_params: list = field(default_factory=list)
     initial_tail: np.ndarray | None = None
+    resampled: bool = False  # whether the current stage resampled
 
 
 def _next_tau(loop: _Loop, schedule: Schedule, path: AnnealingPath, max_stages: int) -> float:
@@ -204,6 +216,7 @@ def _resample(
     """Resample if the policy wants it (never at τ = 1); returns whether it did. Waste-free
     (chain length ``P``): draw ``⌈N / P⌉`` particles, the starts of the stage's chains."""
     n = loop.state.n
+    loop.resampled = False
     if not (policy.wants(ess, n) and tau_new < 1.0):
         return False
     loop.log_z_var += log_z_relative_variance(loop.log_w)
@@ -213,6 +226,7 @@ def _resample(
     loop.eve = loop.eve[idx]
     loop.n_resamplings += 1
     loop.log_w = np.zeros(m)
+    loop.resampled = True
     return True
 
 
@@ -220,7 +234,8 @@ def _move(
     loop: _Loop, rng, kernel, density, path, tau_new, opts: AnnealOptions, n_total: int
 ) -> MoveResult:
     """Tune (or look up) the kernel, then make the stage's transitions (waste-free chains
-    when the population was cut to fewer than ``n_total`` particles)."""
+    when the population was cut to fewer than ``n_total`` particles; ``idle_moves`` in a
+    stage ``τ < 1`` that did not resample)."""
     tune = None
     if opts.kernel_params is None:
         weights = loop.log_w if opts.tune_from_weights else None
@@ -238,7 +253,9 @@ def _move(
         loop.eve = np.tile(loop.eve, length)[:n_total]
         loop.log_w = np.zeros(n_total)
     else:
-        moved = opts.moves.run(*args, tune=tune, info=loop.info)
+        idle = opts.idle_moves is not None and tau_new < 1.0 and not loop.resampled
+        moves = opts.idle_moves if idle else opts.moves
+        moved = moves.run(*args, tune=tune, info=loop.info)
     loop.state, loop.params, loop.info = moved.state, moved.params, moved.info
     # the parameters of the stage's last transition (re-tuned on particles that have
     # moved under γ_τ): what a replay at this τ should use, not the stage's first ones
