@@ -81,12 +81,10 @@ class AnnealOptions:
         population (:meth:`~pymc_crais.core.kernels.moves.Moves.run_chains`); stages without
         resampling move as ``moves`` says. 0: off.
     idle_moves : Moves, optional
-        The transitions of a stage ``τ < 1`` that did not resample (default: ``moves``).
-        Such a stage's particles are distinct and exactly weighted, so moving them only
-        follows the target's small change; :func:`pymc_crais.sample_smc` makes one
-        transition there when ``n_mcmc_steps="auto"`` and resampling is ESS-triggered
-        (resample-move: the stages that resampled decorrelate their copies as ``moves``
-        says). The number of transitions never biases ``Ẑ``.
+        The transitions of a stage ``τ < 1`` that did not resample (default: ``moves``):
+        its particles are distinct and exactly weighted, so moves only follow the target's
+        small change (resample-move; ``sample_smc``'s ``idle_mcmc_steps``). The number of
+        transitions never biases ``Ẑ``.
     observers : tuple, default ()
         Objects told the population at the start of every stage, before its τ is chosen:
         ``begin_stage(stage, tau, state, log_weights)`` (e.g. the constant-rate
