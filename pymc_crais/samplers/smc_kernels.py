@@ -313,7 +313,9 @@ class CRSMC(_PlannedKernel):
     al. 2023); δ comes from a pilot so that a chain has about ``n_steps`` stages (default
     100), and the particles are resampled when their ESS falls below 0.9 N. By default a
     start whose importance weights already meet ``target_mcse`` (0.02 nats) is one stage,
-    as in :func:`pymc_crais.sample_smc`.
+    as in :func:`pymc_crais.sample_smc` (the error pooled over the chains ``pm.sample_smc``
+    runs). A stage that resampled moves the particles until they decorrelate; one that
+    kept its weights makes one transition (``idle_mcmc_steps``).
 
     Parameters
     ----------
@@ -342,7 +344,7 @@ class CRAIS(_PlannedKernel):
 
     When PyMC builds the kernel, the pilot and the constant-rate tuning run fix the
     schedule (``n_steps="auto"``: the fewest steps predicted to meet ``target_mcse``, 0.02
-    nats; one step, with no pilot or tuning run, when the start's importance weights
+    nats pooled over the chains ``pm.sample_smc`` runs; one step, with no pilot or tuning run, when the start's importance weights
     already meet it) and the kernels' parameters once; each chain
     then anneals fresh draws of the start on that schedule without resampling (its weights
     accumulate: the AIS estimate, unbiased for ``Z``) and resamples once at β = 1 into
