@@ -55,6 +55,10 @@ def test_cr_smc_resamples_below_kappa():
     assert res.any() and not res.all()
     assert np.all(ess[:-1][res[:-1]] < 0.9 * 500) and np.all(ess[:-1][~res[:-1]] >= 0.9 * 500)
     assert 10 <= n <= 200
+    # resample-move: a stage before tau = 1 that kept its weights makes one transition
+    assert st.attrs["idle_mcmc_steps"] == "1"
+    steps = st["mcmc_steps"].values[0, :n]
+    np.testing.assert_array_equal(steps[:-1][~res[:-1]], 1)
 
 
 def test_smc_rejects_start_and_bad_options():
@@ -71,6 +75,8 @@ def test_smc_rejects_start_and_bad_options():
         pmc.sample_smc(draws=100, waste_free=1, model=case.model, **QUICK)
     with pytest.raises(ValueError, match="n_mcmc_steps"):
         pmc.sample_smc(draws=100, n_mcmc_steps="often", model=case.model, **QUICK)
+    with pytest.raises(ValueError, match="idle_mcmc_steps"):
+        pmc.sample_smc(draws=100, idle_mcmc_steps=-1, model=case.model, **QUICK)
 
 
 def test_waste_free_smc_exact_evidence():

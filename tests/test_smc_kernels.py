@@ -47,6 +47,15 @@ def test_drop_in_exact_evidence_with_its_own_error(drop_in_runs, regression, nam
     assert idata.posterior["beta"].shape == (2, 500, 5)
 
 
+def test_drop_in_sizes_its_run_for_pm_sample_smc_chains(drop_in_runs):
+    """target_mcse is pooled over the chains pm.sample_smc runs (2 here), as in our samplers:
+    the start's predicted error is that of 2 chains of 500 particles, not of one chain."""
+    a = drop_in_runs["CRSMC"].sample_stats.attrs
+    r = a["start_relative_variance"]
+    assert a["predicted_mcse"] == pytest.approx(np.sqrt(r / (500 * 2)), rel=1e-9)
+    assert pmc.samplers.smc_kernels.driver_chains(default=7) == 7  # outside pm.sample_smc
+
+
 def test_every_reader_accepts_drop_in_and_pymc_results(drop_in_runs, regression):
     with regression.model:
         own = pm.sample_smc(draws=200, chains=2, random_seed=3, **PM)

@@ -75,6 +75,11 @@ class AnnealOptions:
         ``P ≥ 2``: waste-free SMC (Dau & Chopin 2022), the stage strategy
         :class:`~pymc_crais.core.stages.WasteFreeStages` with chains of ``P`` states (when
         ``stages`` is not given). 0: off.
+    idle_moves : Moves, optional
+        The transitions of a stage ``τ < 1`` that did not resample (default: ``moves``):
+        its particles are distinct and exactly weighted, so moves only follow the target's
+        small change (resample-move; ``sample_smc``'s ``idle_mcmc_steps``). The number of
+        transitions never biases ``Ẑ``.
     observers : tuple of LoopObserver, default ()
         Observers of the loop (:class:`~pymc_crais.core.observers.LoopObserver`): told the
         initial population, the population at the start of every stage before its τ is
@@ -96,6 +101,7 @@ class AnnealOptions:
     waste_free: int = 0
     stages: StageStrategy | None = None
     observers: tuple = ()
+    idle_moves: Moves | None = None
 
     def __post_init__(self):
         if int(self.max_stages) != self.max_stages or self.max_stages < 1:
@@ -138,9 +144,11 @@ class AnnealOptions:
         waste_free: int = 0,
         stages: StageStrategy | None = None,
         observers: tuple = (),
+        idle_mcmc_steps: int | None = None,
     ) -> AnnealOptions:
         """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
-        of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy)."""
+        of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy;
+        ``idle_mcmc_steps`` the transitions of ``idle_moves``, ``None``: ``moves``)."""
         if max_stages is not None and max_steps is not None:
             raise TypeError("pass max_stages or its old name max_steps, not both")
         resampling = ResamplingPolicy(resample, threshold, resampler)
@@ -148,9 +156,10 @@ class AnnealOptions:
             n_mcmc_steps, max_mcmc_steps, correlation_threshold, max_correlation
         )
         cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
+        idle = None if idle_mcmc_steps is None else Moves.fixed(idle_mcmc_steps)
         return cls(
             moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages,
-            tuple(observers),
+            tuple(observers), idle,
         )
 
 

@@ -242,6 +242,7 @@ class PersistentRun(StageStrategy):
         loop.state, loop.eve = self.history.take(idx)
         loop.log_w = np.zeros(n)
         loop.n_resamplings += 1
+        loop.resampled = True
         return True
 
     def move(self, loop, rng, kernel, density, path, tau_new, options, n_total):

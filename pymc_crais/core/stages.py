@@ -46,6 +46,7 @@ class LoopState:
     log_z_var: float = 0.0
     n_resamplings: int = 0
     hit_max: bool = False
+    resampled: bool = False  # whether the current stage resampled
     records: RunRecorders | None = None  # the run's own observers (anneal_stages sets them)
 
 
@@ -96,6 +97,7 @@ def reweight(loop: LoopState, path: AnnealingPath, tau_new: float) -> tuple[floa
 def resample_to(loop: LoopState, rng, policy: ResamplingPolicy, ess: float, tau_new: float, m: int) -> bool:
     """Resample ``m`` particles if the policy wants it (never at τ = 1); returns whether it
     did."""
+    loop.resampled = False
     if not (policy.wants(ess, loop.state.n) and tau_new < 1.0):
         return False
     loop.log_z_var += log_z_relative_variance(loop.log_w)
@@ -104,6 +106,7 @@ def resample_to(loop: LoopState, rng, policy: ResamplingPolicy, ess: float, tau_
     loop.eve = loop.eve[idx]
     loop.n_resamplings += 1
     loop.log_w = np.zeros(m)
+    loop.resampled = True
     return True
 
 
@@ -158,10 +161,13 @@ class StageStrategy:
         return resample_to(loop, rng, policy, ess, tau_new, loop.state.n)
 
     def move(self, loop: LoopState, rng, kernel, density, path, tau_new, options, n_total: int) -> MoveResult:
-        """Tune (or look up) the kernel, then make the stage's transitions."""
+        """Tune (or look up) the kernel, then make the stage's transitions
+        (``options.idle_moves`` in a stage ``τ < 1`` that did not resample)."""
         params, tune = stage_params(loop, kernel, tau_new, options)
         args = (rng, kernel, loop.state, density, path, tau_new, params)
-        return adopt(loop, options.moves.run(*args, tune=tune, info=loop.info))
+        idle = options.idle_moves is not None and tau_new < 1.0 and not loop.resampled
+        moves = options.idle_moves if idle else options.moves
+        return adopt(loop, moves.run(*args, tune=tune, info=loop.info))
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,12 @@ def sample_smc(
         below ``max_correlation`` = 0.1, or until the moves left are projected not to halve
         it; ``"pymc"``: until the mean correlation stops falling by
         ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20);
+        ``idle_mcmc_steps`` (transitions of a stage before τ = 1 that did not resample;
+        ``"auto"`` default: 1 when ``n_mcmc_steps`` is adaptive and ``resample="ess"``, as
+        CR-SMC's default, outside waste-free and persistent runs — the stage's particles
+        are distinct and exactly weighted, so the stages that resampled decorrelate their
+        copies and the others follow the target with one transition, as AIS; an integer;
+        ``None``: as ``n_mcmc_steps``);
         ``waste_free`` (``False`` default; ``True`` or a chain length ``P ≥ 2``, ``True``
         meaning 10: waste-free SMC, Dau & Chopin 2022: each stage resamples ``⌈N/P⌉``
         particles, runs ``P − 1`` transitions from each, and keeps all the states);
@@ -195,6 +201,7 @@ def plan_smc(
         **setup.attrs,
         **(sched.describe() if sched is not None else {}),
         "n_mcmc_steps": str(st.n_mcmc_steps),
+        "idle_mcmc_steps": str(st.resolved_idle_mcmc_steps(persistent)),
         "max_mcmc_steps": int(st.max_mcmc_steps),
         "waste_free": int(st.waste_free),
         "resample": st.resample,
@@ -241,6 +248,7 @@ def plan_smc(
         max_correlation=float(st.max_correlation),
         waste_free=st.waste_free,
         stages=persistent_stages(persistent, setup) if persistent else None,
+        idle_mcmc_steps=st.resolved_idle_mcmc_steps(persistent),
     )
     path = build_path(setup, path, alpha, c, attrs, path_kwargs)
     return AnnealPlan(setup, path, sched, "SMC", run_options, attrs, {}, t_start)

@@ -10,7 +10,8 @@ samplers:
   :class:`CRAIS` is :func:`pymc_crais.sample_crais`;
 * the run-level work (checks, compilation, the automatic start ``init="auto"`` with its
   exact importance weights, pilots, CR-AIS's tuning run) is done once when PyMC builds the
-  kernel (:func:`~pymc_crais.samplers.smc.plan_smc`,
+  kernel, for the number of chains that ``pm.sample_smc`` runs (:func:`driver_chains`: the
+  ``target_mcse`` of CR-AIS and CR-SMC is pooled over them, as in our samplers) (:func:`~pymc_crais.samplers.smc.plan_smc`,
   :func:`~pymc_crais.samplers.engine.crais_plan.plan_crais`);
 * each chain is the same annealing task as in our samplers, driven one stage per
   ``update_beta_and_weights`` (:func:`~pymc_crais.samplers.engine.anneal_chain.iter_anneal_chain`):
@@ -37,7 +38,7 @@ from .engine.compile import parameter_layout
 from .engine.runner import one_blas_thread
 from .engine.term_checks import explain_model_errors
 
-__all__ = ["CRAIS", "CRSMC", "DROP_IN_FINAL_STATS", "BatchedSMC"]
+__all__ = ["CRAIS", "CRSMC", "DROP_IN_FINAL_STATS", "BatchedSMC", "driver_chains"]
 
 DROP_IN_FINAL_STATS = (
     "log_marginal_likelihood_mcse",
@@ -63,6 +64,33 @@ _DRIVER_OWNED = (
     "mp_ctx",
     "executor",
 )
+
+
+def driver_chains(default: int = 1) -> int:
+    """The number of chains the ``pm.sample_smc`` call building this kernel runs.
+
+    PyMC builds the kernel once, before its chains, and tells it neither their number nor
+    a chain's index; the run-level work (the start check, CR-AIS's length, CR-SMC's
+    one-stage decision) sizes the run for ``target_mcse`` pooled over the chains, as
+    :func:`pymc_crais.sample_crais` and :func:`pymc_crais.sample_smc` do with their
+    ``chains``. So the count is read from the calling ``pm.sample_smc`` frame (its local
+    ``chains``, already resolved to ``max(2, cores)`` when not given); ``default`` when the
+    kernel is built outside ``pm.sample_smc``.
+    """
+    import sys
+
+    from pymc.smc import sampling
+
+    code = sampling.sample_smc.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            chains = frame.f_locals.get("chains")
+            if isinstance(chains, int | np.integer) and chains >= 1:
+                return int(chains)
+            break
+        frame = frame.f_back
+    return int(default)
 
 
 class _PlannedKernel(SMC_KERNEL):
@@ -127,7 +155,7 @@ class _PlannedKernel(SMC_KERNEL):
             draws=draws,
             model=model,
             random_seed=random_seed,
-            chains=1,
+            chains=driver_chains(),  # pooled target_mcse over pm.sample_smc's chains
             cores=1,
             progressbar=False,
             compile_kwargs=ckw or None,
@@ -285,7 +313,9 @@ class CRSMC(_PlannedKernel):
     al. 2023); δ comes from a pilot so that a chain has about ``n_steps`` stages (default
     100), and the particles are resampled when their ESS falls below 0.9 N. By default a
     start whose importance weights already meet ``target_mcse`` (0.02 nats) is one stage,
-    as in :func:`pymc_crais.sample_smc`.
+    as in :func:`pymc_crais.sample_smc` (the error pooled over the chains ``pm.sample_smc``
+    runs). A stage that resampled moves the particles until they decorrelate; one that
+    kept its weights makes one transition (``idle_mcmc_steps``).
 
     Parameters
     ----------
@@ -314,7 +344,7 @@ class CRAIS(_PlannedKernel):
 
     When PyMC builds the kernel, the pilot and the constant-rate tuning run fix the
     schedule (``n_steps="auto"``: the fewest steps predicted to meet ``target_mcse``, 0.02
-    nats; one step, with no pilot or tuning run, when the start's importance weights
+    nats pooled over the chains ``pm.sample_smc`` runs; one step, with no pilot or tuning run, when the start's importance weights
     already meet it) and the kernels' parameters once; each chain
     then anneals fresh draws of the start on that schedule without resampling (its weights
     accumulate: the AIS estimate, unbiased for ``Z``) and resamples once at β = 1 into

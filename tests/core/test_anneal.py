@@ -140,6 +140,24 @@ def test_smc_ess_resamples_only_below_threshold():
     assert abs(res.log_marginal_likelihood - LOGZ) <= _tol(res)
 
 
+def test_idle_moves_in_stages_that_kept_their_weights():
+    """``idle_mcmc_steps``: a stage τ < 1 that did not resample makes that many transitions,
+    one that resampled (and the stage at τ = 1) decorrelates by the "auto" rule; log Z stays
+    right, and without the option every stage follows the rule."""
+    kw = dict(resample="ess", threshold=0.9, n_steps=30, n_mcmc_steps="auto",
+              density=_make_density(mu=MU_HARD, sd=SD_HARD))
+    res = _ais(14, idle_mcmc_steps=1, **kw)
+    st = res.stages
+    rs, steps = st["resampled"].astype(bool), st["mcmc_steps"]
+    assert rs.any() and not rs[:-1].all()
+    np.testing.assert_array_equal(steps[:-1][~rs[:-1]], 1)
+    assert steps[rs].min() > 1  # copies are decorrelated
+    assert abs(res.log_marginal_likelihood - LOGZ) <= _tol(res)
+    full = _ais(14, **kw)
+    assert full.stages["mcmc_steps"][:-1][~full.stages["resampled"][:-1].astype(bool)].max() > 1
+    assert res.n_logp_evals < full.n_logp_evals
+
+
 @pytest.mark.parametrize("alpha,c", [(0.5, 2.0), (1.0, 2.5), (-0.5, 3.0)])
 def test_power_mean_path_recovers_log_z(alpha, c):
     res = _ais(20, alpha=alpha, c=c)

@@ -45,6 +45,7 @@ class SMCSettings:
     resample_threshold: float | None = None
     resampler: str = "systematic"
     n_mcmc_steps: object = "auto"
+    idle_mcmc_steps: object = "auto"
     max_mcmc_steps: int = MAX_MCMC_STEPS
     correlation_threshold: float = CORRELATION_THRESHOLD
     max_correlation: float = MAX_CORRELATION
@@ -104,6 +105,9 @@ class SMCSettings:
             waste_free = check_int(waste_free, "waste_free", 2, "or waste_free=True (P = 10)")
         if s.n_mcmc_steps not in ("auto", "pymc"):
             check_int(s.n_mcmc_steps, "n_mcmc_steps", 0, "or n_mcmc_steps='auto'")
+        idle = s.idle_mcmc_steps
+        if not (idle is None or (isinstance(idle, str) and idle == "auto")):
+            idle = check_int(idle, "idle_mcmc_steps", 0, "or idle_mcmc_steps='auto' (or None)")
         max_steps = check_int(s.max_steps, "max_steps", 1, "e.g. max_steps=10000")
         if cr:  # the rule's options, before anything is compiled
             ConstantRateSchedule(1.0, min_step=s.min_step or 0.0, max_step=s.max_step or 0.125)
@@ -113,4 +117,18 @@ class SMCSettings:
             resample_threshold=float(kappa),
             waste_free=waste_free,
             max_steps=max_steps,
+            idle_mcmc_steps=idle,
         )
+
+    def resolved_idle_mcmc_steps(self, persistent) -> int | None:
+        """Transitions of a stage ``τ < 1`` that did not resample (``None``: as
+        ``n_mcmc_steps``). ``"auto"``: one when the move count is adaptive (``"auto"`` or
+        ``"pymc"``) and resampling is ESS-triggered (``resample="ess"``, CR-SMC's default),
+        outside waste-free and persistent runs; else ``None``."""
+        idle = self.idle_mcmc_steps
+        if not (isinstance(idle, str) and idle == "auto"):
+            return idle
+        adaptive = isinstance(self.n_mcmc_steps, str)
+        if adaptive and self.resample == "ess" and not self.waste_free and not persistent:
+            return 1
+        return None
