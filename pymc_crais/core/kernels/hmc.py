@@ -159,8 +159,9 @@ class HMC(_StepMassLevels, MutationKernel):
     scale_moves : bool, default False
         After each trajectory, make the scale moves fitted to the population
         (:mod:`~pymc_crais.core.kernels.scale_moves`: a hierarchical scale and the block it
-        scales moved together, one model evaluation per move and particle). The default
-        SMC kernel (``"hmc_final_imh"``) turns them on.
+        scales moved together, one model evaluation per move and particle). Off by default:
+        on the applied tier they did not make ``pmc.sample_smc`` right where it was wrong
+        (docs/validation.md, "Scale moves").
     """
 
     name = "hmc"

@@ -323,17 +323,13 @@ class FinalIMH(_IMHAndHMC):
     scale : float, default 1.0
         :class:`IndependentMetropolis`'s ``scale``.
     **hmc_kwargs
-        Options of :class:`HMC` (``scale_moves`` defaults to ``True`` here).
+        Options of :class:`HMC`.
     """
 
     name = "hmc_final_imh"
     needs_gradient = True
     default_min_acceptance = 1.0 - 0.1 ** (3.0 / 20)
     keep_gradients = True  # HMC takes over without evaluating the particles again
-
-    def __init__(self, min_acceptance: float | None = None, scale: float = 1.0, **hmc_kwargs):
-        hmc_kwargs.setdefault("scale_moves", True)
-        super().__init__(min_acceptance, scale, **hmc_kwargs)
 
     def init(self, state):
         return FinalIMHParams(self.hmc.init(state))
