@@ -63,7 +63,9 @@ def _run_moves(seed, steps=15):
 def _z_neck(x):
     """z-scores of the mean and variance of the neck coordinate v (exactly N(0, SD_V²))."""
     v = x[:, 0]
-    return np.array([v.mean() / (SD_V / np.sqrt(N)), (v.var(ddof=1) - SD_V**2) / (SD_V**2 * np.sqrt(2 / N))])
+    return np.array(
+        [v.mean() / (SD_V / np.sqrt(N)), (v.var(ddof=1) - SD_V**2) / (SD_V**2 * np.sqrt(2 / N))]
+    )
 
 
 def test_fit_finds_the_neck_and_its_slopes():
@@ -109,7 +111,9 @@ def test_wrong_slopes_cost_acceptance_not_invariance():
     dens = _density()
     state = ParticleState.evaluate(dens, _draws(rng), gradient=True)
     fit = sm.fit_scale_moves(state.x, None)
-    wrong = sm.ScaleMoves(fit.coords, tuple(2.0 * s for s in fit.slopes), fit.center, fit.sigma, 0.0)
+    wrong = sm.ScaleMoves(
+        fit.coords, tuple(2.0 * s for s in fit.slopes), fit.center, fit.sigma, 0.0
+    )
     accs = []
     for _ in range(15):
         state, acc, _ = sm.scale_move_step(rng, state, dens, make_path(0.0), 1.0, wrong)

@@ -27,16 +27,23 @@ from .moments import (
 )
 from .scale_moves import ScaleMoves, adapt_log_c, fit_scale_moves, scale_move_step
 
-__all__ = ["DENSE_MAX_DIM_CAP", "DENSE_PARTICLES_PER_DIM", "HMC", "MALA", "HMCInfo", "HMCParams", "with_step_size"]
+__all__ = [
+    "DENSE_MAX_DIM_CAP",
+    "DENSE_PARTICLES_PER_DIM",
+    "HMC",
+    "MALA",
+    "HMCInfo",
+    "HMCParams",
+    "with_step_size",
+]
 
 
 DENSE_PARTICLES_PER_DIM = 2
 """Above ``dense_max_dim``, a dense metric when each half of the population has this many
-particles per dimension. A latent random walk (``pm.GaussianRandomWalk``, 150 states,
-d = 152) has a posterior condition number in the thousands: with per-coordinate variances
-the step size fell to 0.03–0.05 whitened units, the population barely moved (mean
-correlation with the stage's start 0.97) and ``log Z`` was 0.3–1.1 nat low (4 chains,
-flagged); with the dense metric 0.10 and 0.19 nat low (2 chains, unflagged)."""
+particles per dimension (:meth:`HMC.dense_for`). On a ``pm.GaussianRandomWalk`` of 150
+states (d = 152) per-coordinate variances left the particles in place (mean correlation with
+the stage's start 0.96–0.98 for τ ≤ 0.5; ``log Z`` −0.67 ± 0.67, flagged); the dense metric
+made it right (−0.02 ± 0.07; docs/validation.md, applied tier)."""
 DENSE_MAX_DIM_CAP = 1000
 """No dense metric above this dimension (a ``d × d`` product per particle and leapfrog step)."""
 
@@ -213,11 +220,15 @@ class HMC(_StepMassLevels, MutationKernel):
         """Whether ``n`` particles in dimension ``d`` move with a dense metric: ``d ≤
         dense_max_dim``, or each half of the population has at least
         :data:`DENSE_PARTICLES_PER_DIM` particles per dimension (up to
-        :data:`DENSE_MAX_DIM_CAP`), so that its covariance is estimated with a shrinkage weight
-        ``d / n_half`` of at most 1/2 (:func:`particle_covariance`)."""
+        :data:`DENSE_MAX_DIM_CAP`), so that its covariance is shrunk towards the diagonal by a
+        weight ``d / (2 n_half)`` of at most 1/4 (:func:`particle_covariance`)."""
         if d <= self.dense_max_dim:
             return True
-        return self.dense_max_dim > 0 and d <= DENSE_MAX_DIM_CAP and n // 2 >= DENSE_PARTICLES_PER_DIM * d
+        return (
+            self.dense_max_dim > 0
+            and d <= DENSE_MAX_DIM_CAP
+            and n // 2 >= DENSE_PARTICLES_PER_DIM * d
+        )
 
     def init(self, state: ParticleState) -> HMCParams:
         eps = self.step_size if self.step_size is not None else 0.5 * state.dim**-0.25

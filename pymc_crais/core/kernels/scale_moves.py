@@ -88,7 +88,7 @@ class ScaleMoves:
 
 
 def _fit_half(x: np.ndarray, w: np.ndarray | None, c: float):
-    n, d = x.shape
+    n = x.shape[0]
     w = np.full(n, 1.0 / n) if w is None else w
     m = w @ x
     xc = x - m
@@ -134,7 +134,7 @@ def fit_scale_moves(
         ``None`` when ``d < 3``, a half has fewer than 8 particles, or neither half finds a
         block.
     """
-    n, d = x.shape
+    d = x.shape[1]
     if d < MIN_BLOCK + 1:
         return None
     halves = split_halves(x, weights, groups)
@@ -162,7 +162,13 @@ def adapt_log_c(log_c: float, acceptance: float, gain: float = 1.0) -> float:
 
 
 def scale_move_step(
-    rng: np.random.Generator, state: ParticleState, density, path, tau, moves: ScaleMoves, repeats: int = 1
+    rng: np.random.Generator,
+    state: ParticleState,
+    density,
+    path,
+    tau,
+    moves: ScaleMoves,
+    repeats: int = 1,
 ):
     """``repeats`` scale moves per fitted coordinate, each one batched call of the model.
 
@@ -197,9 +203,7 @@ def scale_move_step(
             scaled[np.arange(n), i_of[src]] += s
             proposal = ParticleState.evaluate(density, scaled, gradient=state.has_gradient)
             log_ratio = (
-                proposal.log_density(path, tau)
-                - state.log_density(path, tau)
-                + s * b.sum(axis=1)
+                proposal.log_density(path, tau) - state.log_density(path, tau) + s * b.sum(axis=1)
             )
         ok = np.isfinite(scaled).all(axis=1) & active & ~np.isnan(log_ratio)
         log_ratio = np.where(ok, log_ratio, -np.inf)
