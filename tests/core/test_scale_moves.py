@@ -145,3 +145,20 @@ def test_hmc_with_scale_moves_reports_and_adapts_their_acceptance():
 )  # fmt: skip
 def test_dense_metric_rule(d, n, dense_max_dim, dense):
     assert HMC(dense_max_dim=dense_max_dim).dense_for(d, n) is dense
+
+
+@pytest.mark.parametrize(("n", "dense"), [(700, True), (600, False)])
+def test_tune_uses_the_dense_rule_above_dense_max_dim(n, dense):
+    d = 160
+    x = np.random.default_rng(9).standard_normal((n, d))
+    dens = FunctionDensity(
+        d,
+        lambda x: -0.5 * np.sum(x * x, 1),
+        lambda x: -0.5 * np.sum(x * x, 1),
+        lambda x: -x,
+        lambda x: -x,
+    )
+    state = ParticleState.evaluate(dens, x, gradient=True)
+    params = HMC().tune(HMC().init(state), state, None)
+    assert (params.split_chol is not None) is dense
+    assert (params.particle_inv_mass is None) is dense
