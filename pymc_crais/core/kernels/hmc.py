@@ -25,8 +25,27 @@ from .moments import (
     particle_variance,
     particle_variance_loo,
 )
+from .scale_moves import ScaleMoves, adapt_log_c, fit_scale_moves, scale_move_step
 
-__all__ = ["HMC", "MALA", "HMCParams", "with_step_size"]
+__all__ = [
+    "DENSE_MAX_DIM_CAP",
+    "DENSE_PARTICLES_PER_DIM",
+    "HMC",
+    "MALA",
+    "HMCInfo",
+    "HMCParams",
+    "with_step_size",
+]
+
+
+DENSE_PARTICLES_PER_DIM = 2
+"""Above ``dense_max_dim``, a dense metric when each half of the population has this many
+particles per dimension (:meth:`HMC.dense_for`). On a ``pm.GaussianRandomWalk`` of 150
+states (d = 152) per-coordinate variances left the particles in place (mean correlation with
+the stage's start 0.96–0.98 for τ ≤ 0.5; ``log Z`` −0.67 ± 0.67, flagged); the dense metric
+made it right (−0.02 ± 0.07; docs/validation.md, applied tier)."""
+DENSE_MAX_DIM_CAP = 1000
+"""No dense metric above this dimension (a ``d × d`` product per particle and leapfrog step)."""
 
 
 class _StepMassLevels:
@@ -62,12 +81,20 @@ class _StepMassLevels:
             split_chol=None,
             groups=None,
             n_leapfrog=getattr(self, "fixed_leapfrog", None),
+            scale=None,
         )
 
     def adapt_level_params(self, level_params, levels, moved, gain):
         adapt_log_steps(
             level_params, levels, moved, self.target_accept, gain, np.log(1e-6), np.log(10.0)
         )
+
+
+@dataclass(frozen=True)
+class HMCInfo(KernelInfo):
+    """An HMC transition with scale moves: also their mean acceptance probability."""
+
+    scale_acceptance: float = np.nan
 
 
 @dataclass(frozen=True)
@@ -94,6 +121,7 @@ class HMCParams:
     split_chol: np.ndarray | None = None
     n_leapfrog: int | None = None
     groups: np.ndarray | None = None
+    scale: ScaleMoves | None = None
 
     def inv_mass_for(self, n: int) -> np.ndarray:
         """The inverse masses a transition of ``n`` particles uses."""
@@ -105,7 +133,8 @@ class HMC(_StepMassLevels, MutationKernel):
     """Hamiltonian Monte Carlo, batched over particles, with a metric from the population.
 
     The inverse mass matrix is the population's covariance (dense, cross-fitted between
-    halves) while ``d ≤ dense_max_dim``, its per-coordinate variances (leave-one-out) above;
+    halves) while ``d ≤ dense_max_dim`` or the population has ``4 d`` particles or more
+    (:meth:`dense_for`), its per-coordinate variances (leave-one-out) otherwise;
     the step size is adapted stage to stage towards ``target_accept``. With
     ``n_leapfrog="auto"`` the number of leapfrog steps is ``⌈trajectory_length / ε⌉`` (at
     most ``max_leapfrog``): in whitened coordinates a trajectory then covers about
@@ -130,7 +159,16 @@ class HMC(_StepMassLevels, MutationKernel):
     max_leapfrog : int, default 10
         Cap of ``"auto"``.
     dense_max_dim : int, default 150
-        Largest dimension with a dense metric (0: always diagonal).
+        Largest dimension with a dense metric whatever the number of particles (0: always
+        diagonal); above it, dense while each half of the population has
+        :data:`DENSE_PARTICLES_PER_DIM` particles per dimension (up to
+        :data:`DENSE_MAX_DIM_CAP`).
+    scale_moves : bool, default False
+        After each trajectory, make the scale moves fitted to the population
+        (:mod:`~pymc_crais.core.kernels.scale_moves`: a hierarchical scale and the block it
+        scales moved together, one model evaluation per move and particle). Off by default:
+        on the applied tier they did not make ``pmc.sample_smc`` right where it was wrong
+        (docs/validation.md, "Scale moves").
     """
 
     name = "hmc"
@@ -145,6 +183,7 @@ class HMC(_StepMassLevels, MutationKernel):
         trajectory_length: float = 1.25,
         max_leapfrog: int = 10,
         dense_max_dim: int = 150,
+        scale_moves: bool = False,
     ):
         auto = isinstance(n_leapfrog, str) and n_leapfrog == "auto"
         if not auto and (isinstance(n_leapfrog, str) or int(n_leapfrog) != n_leapfrog or n_leapfrog < 1):
@@ -167,6 +206,7 @@ class HMC(_StepMassLevels, MutationKernel):
         self.trajectory_length = float(trajectory_length)
         self.max_leapfrog = int(max_leapfrog)
         self.dense_max_dim = int(dense_max_dim)
+        self.scale_moves = bool(scale_moves)
 
     def leapfrogs_for(self, step_size) -> int:
         """Leapfrog steps of a transition with ``step_size`` (a float, or one per particle:
@@ -175,6 +215,20 @@ class HMC(_StepMassLevels, MutationKernel):
             return self.fixed_leapfrog
         eps = float(np.median(step_size))
         return int(np.clip(np.ceil(self.trajectory_length / eps), 1, self.max_leapfrog))
+
+    def dense_for(self, d: int, n: int) -> bool:
+        """Whether ``n`` particles in dimension ``d`` move with a dense metric: ``d ≤
+        dense_max_dim``, or each half of the population has at least
+        :data:`DENSE_PARTICLES_PER_DIM` particles per dimension (up to
+        :data:`DENSE_MAX_DIM_CAP`), so that its covariance is shrunk towards the diagonal by a
+        weight ``d / (2 n_half)`` of at most 1/4 (:func:`particle_covariance`)."""
+        if d <= self.dense_max_dim:
+            return True
+        return (
+            self.dense_max_dim > 0
+            and d <= DENSE_MAX_DIM_CAP
+            and n // 2 >= DENSE_PARTICLES_PER_DIM * d
+        )
 
     def init(self, state: ParticleState) -> HMCParams:
         eps = self.step_size if self.step_size is not None else 0.5 * state.dim**-0.25
@@ -188,19 +242,25 @@ class HMC(_StepMassLevels, MutationKernel):
             eps = float(np.clip(eps, 1e-6, 10.0))
         chol = split = loo = None
         groups = None if state.family is None else state.family % 2
-        if 2 <= state.dim <= self.dense_max_dim and state.n >= 8:
+        if 2 <= state.dim and state.n >= 8 and self.dense_for(state.dim, state.n):
             chol = cholesky(particle_covariance(state.x, w))
             split = cross_fitted_chol(state.x, w, groups)
         else:
             loo = particle_variance_loo(state.x, w)
         var = particle_variance(state.x, w)
+        scale = None
+        if self.scale_moves:
+            log_c = params.scale.log_c if params.scale is not None else 0.0
+            if isinstance(info, HMCInfo):
+                log_c = adapt_log_c(log_c, info.scale_acceptance, self.adapt_rate)
+            scale = fit_scale_moves(state.x, w, groups, log_c)
         groups = groups if split is not None else None
-        return HMCParams(eps, var, loo, chol, split, self.leapfrogs_for(eps), groups)
+        return HMCParams(eps, var, loo, chol, split, self.leapfrogs_for(eps), groups, scale)
 
     def population_params(self, params: HMCParams) -> HMCParams:
-        if params.particle_inv_mass is None and params.split_chol is None:
+        if params.particle_inv_mass is None and params.split_chol is None and params.scale is None:
             return params
-        return replace(params, particle_inv_mass=None, split_chol=None, groups=None)
+        return replace(params, particle_inv_mass=None, split_chol=None, groups=None, scale=None)
 
     @staticmethod
     def _metric(params: HMCParams, n: int):
@@ -241,7 +301,11 @@ class HMC(_StepMassLevels, MutationKernel):
             )
         log_ratio = np.where(np.isfinite(x).all(axis=1), log_ratio, -np.inf)
         accept, acc = metropolis_accept(rng, log_ratio)
-        return state.where(accept, current), KernelInfo(acc, state.n * n_leap)
+        new = state.where(accept, current)
+        if params.scale is None:
+            return new, KernelInfo(acc, state.n * n_leap)
+        new, scale_acc, extra = scale_move_step(rng, new, density, path, tau, params.scale)
+        return new, HMCInfo(acc, state.n * n_leap + extra, scale_acc)
 
     def describe(self) -> dict:
         return {
@@ -251,6 +315,7 @@ class HMC(_StepMassLevels, MutationKernel):
             "max_leapfrog": self.max_leapfrog,
             "dense_max_dim": self.dense_max_dim,
             "target_accept": self.target_accept,
+            "scale_moves": self.scale_moves,
         }
 
 
