@@ -201,17 +201,19 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                 "model (non-centred).",
             )
         )
-    hit = which(lambda r: bool(r.get("hit_max_steps", False)))
-    if hit and attrs.get("method") == "rts":  # RTS's cap is on its initial rounds
+    # RTS's cap is on its initial rounds (init_converged), not on stages
+    unsettled = which(lambda r: not r.get("init_converged", True))
+    if unsettled:
         out.append(
             Problem(
-                "max_steps",
-                hit,
+                "init_rounds",
+                unsettled,
                 "the initial rounds hit max_init_rounds before the level guesses settled.",
                 "Increase max_init_rounds or n_init_sweeps, or use more temperatures.",
             )
         )
-    elif hit:
+    hit = which(lambda r: bool(r.get("hit_max_steps", False)))
+    if hit:
         out.append(
             Problem(
                 "max_steps",
@@ -250,6 +252,7 @@ def chain_row(cs: dict) -> dict:
         ("n_eves", int),
         ("n_resamplings", int),
         ("hit_max_steps", bool),
+        ("init_converged", bool),
         ("pareto_k_initial", float),
     ):
         if key in cs:

@@ -85,19 +85,24 @@ class RenamedWarning(FutureWarning):
     this warning, and will be removed."""
 
 
-def warn_renamed(old: str, new: str) -> None:
-    """Warn (:class:`RenamedWarning`) that ``old`` was used, and is now ``new``."""
+STEPS_COUNT_STAGES = "n_steps and max_steps count annealing steps only"
+"""Why the transition and length counts were renamed (the default reason)."""
+
+
+def warn_renamed(old: str, new: str, why: str = STEPS_COUNT_STAGES) -> None:
+    """Warn (:class:`RenamedWarning`) that ``old`` was used, and is now ``new`` (``why``)."""
     import warnings
 
     warnings.warn(
-        f"{old} was renamed {new} (n_steps and max_steps count annealing steps only); "
-        f"use {new}",
+        f"{old} was renamed {new} ({why}); use {new}",
         RenamedWarning,
         stacklevel=user_stacklevel(),
     )
 
 
-def renamed_argument(where: str, old: str, new: str, value, extra: dict):
+def renamed_argument(
+    where: str, old: str, new: str, value, extra: dict, why: str = STEPS_COUNT_STAGES
+):
     """``value`` (the argument ``new`` of ``where``), or the value of its old name ``old``
     among ``extra`` (the function's ``**`` keywords) with a :class:`RenamedWarning`; a
     ``TypeError`` for any other keyword in ``extra``."""
@@ -105,7 +110,7 @@ def renamed_argument(where: str, old: str, new: str, value, extra: dict):
     if unknown:
         raise TypeError(f"{where} got unexpected keyword arguments {unknown}")
     if old in extra:
-        warn_renamed(f"{where}({old}=...)", f"{where}({new}=...)")
+        warn_renamed(f"{where}({old}=...)", f"{where}({new}=...)", why)
         return extra[old]
     return value
 

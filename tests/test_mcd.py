@@ -176,3 +176,19 @@ def test_every_sampler_takes_the_run_arguments():
         params = inspect.signature(sampler).parameters
         for name in ("chains", "cores", "random_seed", "progressbar"):
             assert name in params, (sampler.__name__, name)
+
+
+def test_sample_mcd_max_step_is_renamed_max_step_size(regression):
+    """``max_step`` bounds the step in τ in the annealing samplers; sample_mcd's bound on
+    the learned step sizes is ``max_step_size`` (the old name warns, same bits)."""
+    kw = dict(draws=100, n_steps=4, train_steps=2, chains=1, random_seed=3,
+              model=regression.model, progressbar=False, return_inferencedata=False)
+    new = pmc.sample_mcd(max_step_size=0.2, **kw)
+    with pytest.warns(pmc.warnings.RenamedWarning, match="max_step_size"):
+        old = pmc.sample_mcd(max_step=0.2, **kw)
+    assert new.attrs["max_step_size"] == old.attrs["max_step_size"] == 0.2
+    assert [c["log_marginal_likelihood"] for c in new.chain_stats] == [
+        c["log_marginal_likelihood"] for c in old.chain_stats
+    ]
+    with pytest.raises(TypeError, match="max_stepsize"):
+        pmc.sample_mcd(max_stepsize=0.2, **kw)

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core.initial import laplace_fit
 from ..core.learned.mcd import METHODS
+from ..warnings import renamed_argument
 from .engine.compile import initial_point_vector, joined_scalar_graph, uses_jax
 from .engine.jax_data import DataCompiler
 from .engine.mcd_chain import MCDTask, run_mcd_chain
@@ -76,7 +77,7 @@ def sample_mcd(
     lr: float = 0.05,
     net_lr: float = 0.005,
     step_size: float = 0.05,
-    max_step: float = 0.25,
+    max_step_size: float = 0.25,
     hidden: int = 32,
     n_blocks: int = 2,
     hvp: str = "auto",
@@ -87,6 +88,7 @@ def sample_mcd(
     compile_kwargs: dict | None = None,
     memory_budget: float | None = None,
     mp_ctx=None,
+    **renamed,
 ):
     """Learned unadjusted annealing: Monte Carlo Diffusion (default), ULA or UHA AIS.
 
@@ -125,8 +127,11 @@ def sample_mcd(
         "log_sigma")``, plus ``"eta_logit"`` for UHA); ``()`` learns only MCD's network.
     lr, net_lr : float, default 0.05 and 0.005
         Adam rates of the sampler parameters and of the network (decaying to 10 %).
-    step_size, max_step : float, default 0.05 and 0.25
+    step_size, max_step_size : float, default 0.05 and 0.25
         Initial step size and the upper bound of the learned ones (standardized units).
+        ``max_step_size`` was ``max_step`` until 2026-11-27 (that name still works, with a
+        :class:`~pymc_crais.warnings.RenamedWarning`): the annealing samplers' ``max_step``
+        bounds the step in τ.
     hidden, n_blocks : int, default 32 and 2
         Width and residual blocks of MCD's network.
     hvp : {"auto", "pytensor", "fd"}, default "auto"
@@ -137,6 +142,8 @@ def sample_mcd(
         Show the training progress of each chain.
     return_inferencedata, idata_kwargs, backend, compile_kwargs, memory_budget, mp_ctx
         As :func:`pymc_crais.sample_ais`.
+    **renamed
+        Old names of arguments (``max_step``); any other keyword is a ``TypeError``.
 
     Returns
     -------
@@ -179,7 +186,10 @@ def sample_mcd(
         lr=lr,
         net_lr=net_lr,
         step_size=step_size,
-        max_step=max_step,
+        max_step_size=renamed_argument(
+            "sample_mcd", "max_step", "max_step_size", max_step_size, renamed,
+            why="the annealing samplers' max_step bounds the step in tau",
+        ),
         hidden=hidden,
         n_blocks=n_blocks,
         hvp=hvp,
@@ -213,7 +223,7 @@ class MCDSettings:
     lr: float
     net_lr: float
     step_size: float
-    max_step: float
+    max_step_size: float
     hidden: int
     n_blocks: int
     hvp: str
@@ -230,7 +240,8 @@ def run_mcd(st: MCDSettings):
     """:func:`sample_mcd`'s checks, set-up, Laplace standardization and chains."""
     t_start = time.perf_counter()
     method, hvp, learn, lr, net_lr = st.method, st.hvp, st.learn, st.lr, st.net_lr
-    step_size, max_step, hidden, n_blocks = st.step_size, st.max_step, st.hidden, st.n_blocks
+    step_size, max_step_size = st.step_size, st.max_step_size
+    hidden, n_blocks = st.hidden, st.n_blocks
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if hvp not in ("auto", "pytensor", "fd"):
@@ -276,7 +287,7 @@ def run_mcd(st: MCDSettings):
         "learn": ",".join(learn) or "network",
         "lr": float(lr),
         "net_lr": float(net_lr),
-        "max_step": float(max_step),
+        "max_step_size": float(max_step_size),
         "hidden": int(hidden) if method == "mcd" else 0,
         "n_blocks": int(n_blocks) if method == "mcd" else 0,
         "hvp": "pytensor" if hvp_fn is not None else "fd",
@@ -303,7 +314,7 @@ def run_mcd(st: MCDSettings):
             lr=lr,
             net_lr=net_lr,
             step_size=step_size,
-            max_step=max_step,
+            max_step_size=max_step_size,
             hidden=hidden,
             n_blocks=n_blocks,
             extra_evals=fit.n_evals if c == 0 else 0,

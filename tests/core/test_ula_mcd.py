@@ -101,11 +101,11 @@ def test_elbo_gradients_match_finite_differences(method):
 
 
 def test_schedule_and_step_parameterization():
-    p = init_params(4, 6, step_size=0.02, max_step=0.2)
+    p = init_params(4, 6, step_size=0.02, max_step_size=0.2)
     np.testing.assert_allclose(step_sizes_from_params(p), 0.02)
     np.testing.assert_allclose(betas_from_params(p), np.linspace(0, 1, 7))
     with pytest.raises(ValueError, match="step_size"):
-        init_params(4, 6, step_size=0.3, max_step=0.2)
+        init_params(4, 6, step_size=0.3, max_step_size=0.2)
 
 
 @pytest.mark.parametrize("method", ["ula", "uha"])

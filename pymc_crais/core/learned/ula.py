@@ -26,7 +26,7 @@ batched Hessian-vector product of ``log γ`` per visited state, written out by h
 
 Parameters live in a dict of arrays (see :func:`init_params`):
 
-* ``step_logit`` ``(K,)``: ``ε_k = max_step · sigmoid(step_logit_k)``;
+* ``step_logit`` ``(K,)``: ``ε_k = max_step_size · sigmoid(step_logit_k)``;
 * ``schedule_logit`` ``(K,)``: ``β_k = Σ_{j≤k} sigmoid(b_j) / Σ_j sigmoid(b_j)``;
 * ``mu``, ``log_sigma`` ``(d,)``: the initial Gaussian;
 * ``eta_logit`` ``()``: UHA's refresh ``η = 0.98 · sigmoid(u) + 0.01``.

@@ -32,7 +32,7 @@ def init_params(
     n_steps: int,
     *,
     step_size: float = 0.05,
-    max_step: float = 0.25,
+    max_step_size: float = 0.25,
     mean=None,
     scale=None,
     eta: float = 0.9,
@@ -44,16 +44,18 @@ def init_params(
     dim, n_steps : int
         ``d`` and the number of annealing steps ``K``.
     step_size : float, default 0.05
-        Initial ``ε_k`` (all steps), below ``max_step``.
-    max_step : float, default 0.25
-        Upper bound of the learned step sizes (kept in ``params["max_step"]``).
+        Initial ``ε_k`` (all steps), below ``max_step_size``.
+    max_step_size : float, default 0.25
+        Upper bound of the learned step sizes (kept in ``params["max_step_size"]``).
     mean, scale : array_like, optional
         Initial Gaussian (default standard normal).
     eta : float, default 0.9
         UHA's initial momentum persistence.
     """
-    if not 0 < step_size < max_step:
-        raise ValueError(f"step_size must be in (0, max_step={max_step}), got {step_size}")
+    if not 0 < step_size < max_step_size:
+        raise ValueError(
+            f"step_size must be in (0, max_step_size={max_step_size}), got {step_size}"
+        )
     mean = (
         np.zeros(dim) if mean is None else np.broadcast_to(np.asarray(mean, float), (dim,)).copy()
     )
@@ -61,18 +63,18 @@ def init_params(
         np.ones(dim) if scale is None else np.broadcast_to(np.asarray(scale, float), (dim,)).copy()
     )
     return {
-        "step_logit": np.full(n_steps, float(logit(step_size / max_step))),
+        "step_logit": np.full(n_steps, float(logit(step_size / max_step_size))),
         "schedule_logit": np.zeros(n_steps),
         "mu": mean,
         "log_sigma": np.log(scale),
         "eta_logit": np.array(float(logit((eta - 0.01) / 0.98))),
-        "max_step": float(max_step),
+        "max_step_size": float(max_step_size),
     }
 
 
 def step_sizes_from_params(params: dict) -> np.ndarray:
     """``ε_k``, ``k = 1..K``."""
-    return params["max_step"] * sigmoid(params["step_logit"])
+    return params["max_step_size"] * sigmoid(params["step_logit"])
 
 
 def betas_from_params(params: dict) -> np.ndarray:
@@ -96,7 +98,7 @@ def chain_params_grad(params, g_eps, g_beta, g_eta=None):
     # β_k = c_k / C: ∂β_k/∂s_j = [j ≤ k]/C − c_k/C²
     g_s = np.cumsum(gb[::-1])[::-1] / total - np.sum(gb * c) / total**2
     out = {
-        "step_logit": g_eps * eps * (1.0 - eps / params["max_step"]),
+        "step_logit": g_eps * eps * (1.0 - eps / params["max_step_size"]),
         "schedule_logit": g_s * s * (1.0 - s),
     }
     if g_eta is not None:

@@ -48,7 +48,7 @@ class MCDTask:
     lr: float
     net_lr: float
     step_size: float
-    max_step: float
+    max_step_size: float
     hidden: int
     n_blocks: int
     extra_evals: int = 0  # evaluations spent before the chains (the Laplace fit), on chain 0
@@ -61,7 +61,7 @@ def run_mcd_chain(task: MCDTask) -> ChainResult:
     target = DensityTarget(
         dim, density=density, hvp_fn=task.hvp, shift=task.shift, scale=task.scale
     )
-    params = init_params(dim, n_steps, step_size=task.step_size, max_step=task.max_step)
+    params = init_params(dim, n_steps, step_size=task.step_size, max_step_size=task.max_step_size)
     score = (
         ResidualScore(dim, n_steps, hidden=task.hidden, n_blocks=task.n_blocks)
         if task.method == "mcd"

@@ -82,7 +82,7 @@ def run_rts_chain(task: RTSTask) -> ChainResult:
         log_z_variance=res.log_z_variance,
         n_logp_evals=res.n_logp_evals,
         log_weights=res.posterior_log_weights[-n:],
-        hit_max_steps=not res.init_converged,
+        hit_max_steps=False,  # RTS has no cap on stages; its rounds: init_converged
         # per-stage arrays on the ladder's levels 2..K (stage s is the step τ_s -> τ_{s+1})
         stages={
             "tau": res.ladder[1:],
