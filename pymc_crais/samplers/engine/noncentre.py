@@ -51,13 +51,13 @@ def _loc_scale(rv):
     op = rv.owner.op
     if isinstance(op, ptr.NormalRV):
         rng, size, loc, scale = rv.owner.inputs
-        return (lambda shape, r: ptr.normal(0.0, 1.0, size=shape, rng=r)), loc, scale
-    from pymc.distributions.continuous import StudentTRV
-
-    if isinstance(op, StudentTRV):
+        return (
+            lambda shape, r: ptr.normal(0.0, 1.0, size=shape, rng=r, return_next_rng=True)[1]
+        ), loc, scale
+    if isinstance(op, ptr.StudentTRV):
         rng, size, nu, loc, scale = rv.owner.inputs
         return (
-            lambda shape, r: StudentTRV.rv_op(nu, 0.0, 1.0, size=shape, rng=r)
+            lambda shape, r: ptr.t(nu, 0.0, 1.0, size=shape, rng=r, return_next_rng=True)[1]
         ), loc, scale
     return None
 
