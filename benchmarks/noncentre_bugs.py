@@ -1,9 +1,10 @@
 """Why ``reparameterize="noncentred"`` is not yet right on the BUGS one-way model.
 
-    python benchmarks/noncentre_bugs.py [--seeds 1,2] [--json benchmarks/out/noncentre_bugs.json]
+    python benchmarks/noncentre_bugs.py [--seeds 1,2] [--draws 2000] [--thresholds 0.5,0.9]
+        [--json benchmarks/out/noncentre_bugs.json]
 
 For each seed: ``pmc.sample_smc(reparameterize="noncentred")`` (4 chains, defaults) and the
-same with ``threshold=0.9`` (more stages), each chain's ``log Z``; then an independent check
+same with ``threshold=0.9`` (more stages; ``--thresholds``, 0.5 is the default's), each chain's ``log Z``; then an independent check
 of the rewritten model's evidence by plain importance sampling from a Student-t (df 5 and 3)
 fitted to the first run's posterior draws in the unconstrained space (4 × 50,000 draws each):
 if that agrees with the quadrature reference, the rewrite is right and the error is the
@@ -24,20 +25,21 @@ from scipy.special import gammaincc, logsumexp
 REF = -138.4624  # pymc_crais.validation: applied_bugs_oneway, quadrature
 
 
-def _smc(model, seed, **kw):
+def _smc(model, seed, draws, **kw):
     import pymc_crais as pmc
 
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         idata = pmc.sample_smc(
-            model=model, random_seed=seed, chains=4, cores=1, progressbar=False,
+            draws, model=model, random_seed=seed, chains=4, cores=1, progressbar=False,
             reparameterize="noncentred", **kw,
         )  # fmt: skip
     lz, mcse = pmc.log_marginal_likelihood(idata)
     st = idata["sample_stats"]
     return idata, {
         "options": kw,
+        "draws": draws,
         "seed": seed,
         "log_z": float(lz),
         "mcse": float(mcse),
@@ -88,6 +90,8 @@ def _importance_check(model, idata, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", default="1,2")
+    ap.add_argument("--draws", type=int, default=2000)
+    ap.add_argument("--thresholds", default="0.5,0.9")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     from pymc_crais.validation.applied_hier import bugs_oneway
@@ -96,11 +100,12 @@ def main():
     p = float(gammaincc(0.001, 0.001 * np.exp(-10.0)))
     rec = {"reference": REF, "prior_p_both_precisions_above_e-10": p * p, "runs": []}
     for seed in [int(s) for s in args.seeds.split(",")]:
-        for kw in ({}, {"threshold": 0.9}):
-            idata, r = _smc(model, seed, **kw)
+        for th in [float(t) for t in args.thresholds.split(",")]:
+            kw = {} if th == 0.5 else {"threshold": th}
+            idata, r = _smc(model, seed, args.draws, **kw)
             print(json.dumps(r))
             rec["runs"].append(r)
-            if seed == 1 and not kw:
+            if seed == 1 and not kw and args.draws == 2000:
                 rec["importance_check"] = _importance_check(model, idata, np.random.default_rng(0))
                 print(json.dumps(rec["importance_check"]))
     if args.json:
