@@ -96,3 +96,19 @@ def test_exact_evidence_and_output_with_the_original_variables():
     np.testing.assert_allclose(
         post["theta"], post["mu"] + post["tau"] * post["theta_noncentred"], rtol=1e-10
     )
+
+
+def test_custom_initial_values_are_kept_and_name_clashes_refused():
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0, initval=0.5)
+        s = pm.HalfNormal("s", 1.0)
+        pm.Normal("a", mu, s, shape=2)
+        pm.Normal("y", 0.0, 1.0, observed=[0.1])
+    nc, names = noncentred_model(m)
+    assert names == ["a"]
+    assert nc.initial_point()["mu"] == 0.5
+    assert m.rvs_to_initial_values[m["mu"]] == 0.5  # the user's model is untouched
+    with m:
+        pm.Normal("a_noncentred", 0.0, 1.0)
+    with pytest.raises(ValueError, match="already uses"):
+        noncentred_model(m)

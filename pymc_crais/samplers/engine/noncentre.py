@@ -27,7 +27,13 @@ import pytensor.tensor as pt
 import pytensor.tensor.random.basic as ptr
 from pytensor.graph.traversal import ancestors
 
-__all__ = ["REPARAMETERIZE_CHOICES", "check_reparameterize", "noncentred_model", "reparameterized"]
+__all__ = [
+    "REPARAMETERIZE_CHOICES",
+    "candidates",
+    "check_reparameterize",
+    "noncentred_model",
+    "reparameterized",
+]
 
 REPARAMETERIZE_CHOICES = ("none", "noncentred")
 SUFFIX = "_noncentred"
@@ -74,7 +80,17 @@ def noncentred_model(model):
         model_free_rv,
         model_from_fgraph,
     )
-    fgraph, _ = fgraph_from_model(model)
+
+    if not candidates(model):
+        return model, []
+    # PyMC's fgraph refuses models with custom initial values: cleared while the graph is
+    # built (the user's model is restored), then set again on the variables kept
+    initvals = dict(model.rvs_to_initial_values)
+    try:
+        model.rvs_to_initial_values = dict.fromkeys(initvals)
+        fgraph, _ = fgraph_from_model(model)
+    finally:
+        model.rvs_to_initial_values = initvals
     free_dummies = {
         n.outputs[0] for n in fgraph.apply_nodes if isinstance(n.op, ModelFreeRV)
     }
@@ -107,7 +123,32 @@ def noncentred_model(model):
     from pymc.pytensorf import toposort_replace
 
     toposort_replace(fgraph, tuple(replacements))
-    return model_from_fgraph(fgraph, mutate_fgraph=True), names
+    new = model_from_fgraph(fgraph, mutate_fgraph=True)
+    for rv, value in initvals.items():
+        if value is not None and rv.name in new.named_vars and new[rv.name] in new.free_RVs:
+            new.rvs_to_initial_values[new[rv.name]] = value
+    return new, names
+
+
+def candidates(model) -> list[str]:
+    """Names of ``model``'s free variables that :func:`noncentred_model` rewrites: Normal or
+    Student-t, no value transform, a location or scale with a free variable among its
+    ancestors. A clash with an existing ``<name>_noncentred`` is a ``ValueError``."""
+    free = set(model.free_RVs)
+    out = []
+    for rv in model.free_RVs:
+        if model.rvs_to_transforms.get(rv) is not None or rv.owner is None:
+            continue
+        parts = _loc_scale(rv)
+        if parts is None or not (free & set(ancestors([parts[1], parts[2]]))):
+            continue
+        if rv.name + SUFFIX in model.named_vars:
+            raise ValueError(
+                f"reparameterize='noncentred' would add {rv.name + SUFFIX!r}, a name the model "
+                "already uses; rename that variable or use reparameterize='none'"
+            )
+        out.append(rv.name)
+    return out
 
 
 _CACHE: dict = {}
