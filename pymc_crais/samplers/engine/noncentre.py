@@ -23,6 +23,8 @@ one); observed variables are never touched.
 
 from __future__ import annotations
 
+import weakref
+
 import pytensor.tensor as pt
 import pytensor.tensor.random.basic as ptr
 from pytensor.graph.traversal import ancestors
@@ -151,20 +153,18 @@ def candidates(model) -> list[str]:
     return out
 
 
-_CACHE: dict = {}
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""User model -> (its variables' names, rewritten model, names rewritten), kept while the
+user's model lives."""
 
 
 def reparameterized(model, reparameterize: str):
     """``(model to sample, names rewritten)`` for the checked option; the rewritten model is
-    built once per model object (so compiled functions cached on it are reused)."""
+    built once per model object (so the functions compiled for it are reused)."""
     if reparameterize == "none":
         return model, []
-    import weakref
-
-    key = id(model)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is model:
-        return hit[1], hit[2]
-    new, names = noncentred_model(model)
-    _CACHE[key] = (weakref.ref(model), new, names)
-    return new, names
+    key = tuple(model.named_vars)  # a variable added since: rebuilt
+    hit = _CACHE.get(model)
+    if hit is None or hit[0] != key:
+        hit = _CACHE[model] = (key, *noncentred_model(model))
+    return hit[1], hit[2]
