@@ -112,3 +112,9 @@ def test_custom_initial_values_are_kept_and_name_clashes_refused():
         pm.Normal("a_noncentred", 0.0, 1.0)
     with pytest.raises(ValueError, match="already uses"):
         noncentred_model(m)
+
+
+def test_refused_by_the_pm_sample_smc_kernels():
+    model = hier_synthetic(True)[0]
+    with pytest.raises(TypeError, match="reparameterize= changes"):
+        pmc.BatchedSMC(model=model, reparameterize="noncentred")
