@@ -18,7 +18,9 @@ finite at every ``z``. Such a particle's ``a`` is infinite, so its likelihood is
 zero weight once ``τ > 0``, which is its weight to within float64.
 
 Only variables with no value transform are rewritten (a Normal has none unless the user set
-one); observed variables are never touched.
+one); observed variables are never touched. Non-centring is not better everywhere: where
+the data pin each group's effect down, the non-centred form is the funnel (docs/validation.md,
+"Non-centring", has the measurements), so the option is opt-in.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _loc_scale(rv):
 def noncentred_model(model):
     """``(new model, names)``: ``model`` with every free Normal or Student-t variable whose
     location or scale depends on another free variable non-centred (see the module
-    docstring); ``names`` are the rewritten variables, in model order (empty: ``model`` is
+    docstring); ``names`` are the rewritten variables, parents first (empty: ``model`` is
     returned as it is)."""
     from pymc.model.fgraph import (
         ModelFreeRV,
