@@ -72,7 +72,9 @@ def _importance_check(model, idata, rng):
         "mu": post["mu"].values.reshape(-1, 1),
     }
     x = np.concatenate([cols[s.name] for s in layout.slots], axis=1)
-    density = compile_model_density(nc, gradient=False, compile_kwargs=resolve_compile_kwargs(None, None))
+    density = compile_model_density(
+        nc, gradient=False, compile_kwargs=resolve_compile_kwargs(None, None)
+    )
     out = []
     for scale, df in ((1.0, 5.0), (1.3, 3.0)):
         q = StudentTInitial(x.mean(0), np.cov(x.T) * scale**2, df=df)

@@ -60,15 +60,19 @@ def _loc_scale(rv):
     """``(standard draw maker, loc, scale)`` for a Normal or Student-t ``rv``, else ``None``."""
     op = rv.owner.op
     if isinstance(op, ptr.NormalRV):
-        rng, size, loc, scale = rv.owner.inputs
+        _rng, _size, loc, scale = rv.owner.inputs
         return (
-            lambda shape, r: ptr.normal(0.0, 1.0, size=shape, rng=r, return_next_rng=True)[1]
-        ), loc, scale
+            (lambda shape, r: ptr.normal(0.0, 1.0, size=shape, rng=r, return_next_rng=True)[1]),
+            loc,
+            scale,
+        )
     if isinstance(op, ptr.StudentTRV):
-        rng, size, nu, loc, scale = rv.owner.inputs
+        _rng, _size, nu, loc, scale = rv.owner.inputs
         return (
-            lambda shape, r: ptr.t(nu, 0.0, 1.0, size=shape, rng=r, return_next_rng=True)[1]
-        ), loc, scale
+            (lambda shape, r: ptr.t(nu, 0.0, 1.0, size=shape, rng=r, return_next_rng=True)[1]),
+            loc,
+            scale,
+        )
     return None
 
 
@@ -95,9 +99,7 @@ def noncentred_model(model):
         fgraph, _ = fgraph_from_model(model)
     finally:
         model.rvs_to_initial_values = initvals
-    free_dummies = {
-        n.outputs[0] for n in fgraph.apply_nodes if isinstance(n.op, ModelFreeRV)
-    }
+    free_dummies = {n.outputs[0] for n in fgraph.apply_nodes if isinstance(n.op, ModelFreeRV)}
     replacements, names = [], []
     for node in fgraph.toposort():
         if not isinstance(node.op, ModelFreeRV) or node.op.transform is not None:
