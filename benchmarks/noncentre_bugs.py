@@ -1,6 +1,7 @@
 """Why ``reparameterize="noncentred"`` is not yet right on the BUGS one-way model.
 
     python benchmarks/noncentre_bugs.py [--seeds 1,2] [--draws 2000] [--thresholds 0.5,0.9]
+        [--schedule constant_rate]
         [--json benchmarks/out/noncentre_bugs.json]
 
 For each seed: ``pmc.sample_smc(reparameterize="noncentred")`` (4 chains, defaults) and the
@@ -94,6 +95,7 @@ def main():
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--thresholds", default="0.5,0.9")
+    ap.add_argument("--schedule", default=None, help="schedule= of sample_smc (default: ESS)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     from pymc_crais.validation.applied_hier import bugs_oneway
@@ -104,6 +106,8 @@ def main():
     for seed in [int(s) for s in args.seeds.split(",")]:
         for th in [float(t) for t in args.thresholds.split(",")]:
             kw = {} if th == 0.5 else {"threshold": th}
+            if args.schedule is not None:
+                kw["schedule"] = args.schedule
             idata, r = _smc(model, seed, args.draws, **kw)
             print(json.dumps(r))
             rec["runs"].append(r)
