@@ -13,7 +13,8 @@ as a user would, with only the model, ``random_seed``, ``chains``, ``cores=1`` a
 with ``--kwargs``; both are recorded in the results and part of their key):
 
 * ``smc``: ``pmc.sample_smc()``; ``smc_ps``: ``pmc.sample_smc(persistent=True)``
-  (persistent sampling; only when named in ``--samplers``); ``crais``: ``pmc.sample_crais()``; ``ais``:
+  (persistent sampling; only when named in ``--samplers``); ``smc_nc``:
+  ``pmc.sample_smc(reparameterize="noncentred")`` (only when named); ``crais``: ``pmc.sample_crais()``; ``ais``:
   ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
 * ``pm_smc``: ``pm.sample_smc()`` (PyMC's default IMH kernel, subclassed only to count model
   evaluations as ``benchmarks/bench_accuracy_cost.py`` does);
@@ -76,10 +77,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc", "pm_batched", "pm_crsmc", "pm_crais", "bridge")
-OPTIONAL_SAMPLERS = ("smc_ps",)  # run only when named in --samplers
+OPTIONAL_SAMPLERS = ("smc_ps", "smc_nc")  # run only when named in --samplers
 LABELS = {
     "smc": "pmc.sample_smc",
     "smc_ps": "pmc.sample_smc(persistent=True)",
+    "smc_nc": "pmc.sample_smc(reparameterize='noncentred')",
     "crais": "pmc.sample_crais",
     "ais": "pmc.sample_ais",
     "rts": "pmc.sample_rts",
@@ -233,8 +235,9 @@ def run_one(
                 rec["init_used"] = {k: _plain(st.attrs[k]) for k in INIT_ATTRS if k in st.attrs}
             else:
                 fn = {"smc": pmc.sample_smc, "crais": pmc.sample_crais, "ais": pmc.sample_ais,
-                      "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc}[sampler]  # fmt: skip
-                idata = fn(**kw, **({"persistent": True} if sampler == "smc_ps" else {}))
+                      "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc, "smc_nc": pmc.sample_smc}[sampler]  # fmt: skip
+                own = {"smc_ps": {"persistent": True}, "smc_nc": {"reparameterize": "noncentred"}}
+                idata = fn(**kw, **own.get(sampler, {}))
                 log_z, mcse = pmc.log_marginal_likelihood(idata)
                 per_chain = np.asarray(
                     idata["sample_stats"]["log_marginal_likelihood"].values, float

@@ -111,7 +111,11 @@ def sample_smc(
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
         ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``; ``path``
         (``"geometric"`` default, or ``"moment_averaging"``) and ``path_kwargs``, as in
-        :func:`pymc_crais.sample_ais`.
+        :func:`pymc_crais.sample_ais`; ``reparameterize`` (``"none"`` default, or
+        ``"noncentred"``: latent Normal/Student-t variables whose location or scale depends
+        on other free variables are sampled as ``μ + σ z``, same evidence; the output keeps
+        them as deterministics and adds ``<name>_noncentred``, see
+        :mod:`pymc_crais.samplers.engine.noncentre`).
 
     Returns
     -------
@@ -192,6 +196,7 @@ def plan_smc(
         executor=st.executor,
         memory_budget=st.memory_budget,
         resamples=True,
+        reparameterize=st.reparameterize,
     )
     setup = prepare(options)
     attrs = {

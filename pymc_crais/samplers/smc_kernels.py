@@ -134,6 +134,11 @@ class _PlannedKernel(SMC_KERNEL):
                 raise TypeError(
                     f"{name}: {key}= is pm.sample_smc's own argument; pass it to pm.sample_smc"
                 )
+        if options.get("reparameterize") not in (None, "none"):
+            raise TypeError(
+                f"{name}: reparameterize= changes the model's free variables, which "
+                "pm.sample_smc maps back itself; use pmc.sample_smc(reparameterize=...)"
+            )
         for key in ("kernel", "kernel_kwargs"):
             if key in options:
                 raise TypeError(

@@ -33,6 +33,8 @@ class RunOptions:
     which ``kernel="auto"`` takes into account on discrete models; ``resamples``: the sampler
     resamples its particles to every stage's target (SMC), where ``kernel="auto"`` on a
     continuous model is ``"hmc_final_imh"`` (independence moves at ``τ = 1``).
+    ``reparameterize``: ``"none"`` or ``"noncentred"`` (see
+    :mod:`pymc_crais.samplers.engine.noncentre`).
     """
 
     model: object = None
@@ -55,6 +57,7 @@ class RunOptions:
     memory_budget: float | None = None
     per_level_kernel: bool = False
     resamples: bool = False
+    reparameterize: object = "none"
 
     @classmethod
     def from_settings(cls, settings, **overrides) -> RunOptions:

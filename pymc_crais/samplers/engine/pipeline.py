@@ -22,6 +22,7 @@ from .kernel_choice import resolve_kernel
 from .mapping import posterior_mapper
 from .memory import block_rows, check_memory_budget
 from .model_info import check_model_for_evidence, model_data_for_results
+from .noncentre import check_reparameterize, reparameterized
 from .options import RunOptions, check_int
 from .prior import prior_sampler
 from .reproducible import with_pytensor_lock
@@ -90,7 +91,9 @@ def prepare(options: RunOptions) -> RunSetup:
     import pymc as pm
 
     o = options
-    model = pm.modelcontext(o.model)
+    model, noncentred = reparameterized(
+        pm.modelcontext(o.model), check_reparameterize(o.reparameterize)
+    )
     draws = check_int(o.draws, "draws", 2, "use at least 2 particles (hundreds are typical)")
     cores = o.cores
     if cores is None:
@@ -152,6 +155,7 @@ def prepare(options: RunOptions) -> RunSetup:
         **initial.attrs,
         **{f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()},
         **kernel_attrs,
+        **({"noncentred": ",".join(noncentred)} if noncentred else {}),
     }
     return RunSetup(
         options=o,

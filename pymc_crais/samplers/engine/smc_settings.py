@@ -65,6 +65,7 @@ class SMCSettings:
     scale_shift: object = None
     path: str = "geometric"
     path_kwargs: dict | None = None
+    reparameterize: object = "none"
 
     @property
     def constant_rate(self) -> bool:
