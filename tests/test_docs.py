@@ -40,3 +40,13 @@ def test_nav_lists_every_page():
     pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
     missing = [p for p in pages if f": {p}" not in nav]
     assert not missing, f"mkdocs.yml's nav does not list {missing}"
+
+
+def test_no_docs_page_is_over_800_lines():
+    """Docs pages are for users (issue 32); measurement logs live in benchmarks/reports/."""
+    long = {
+        p.name: n
+        for p in sorted((ROOT / "docs").glob("*.md"))
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 800
+    }
+    assert not long, f"docs pages over 800 lines (split them or move logs out): {long}"
