@@ -19,7 +19,7 @@ __all__ = ["sample_crais"]
 
 @single_threaded_blas
 def sample_crais(
-    draws: int = 1000,
+    draws: int = 2000,
     alpha: float = 0.0,
     delta="auto",
     n_steps="auto",
@@ -92,7 +92,7 @@ def sample_crais(
 
     Parameters
     ----------
-    draws : int, default 1000
+    draws : int, default 2000
         Particles per chain in the final run.
     alpha : float, default 0.0
         Power-mean exponent (0 geometric / inverse KL, 1 arithmetic; negative allowed).
