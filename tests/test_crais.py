@@ -362,7 +362,7 @@ def test_auto_length_from_the_tuning_run():
     interpolated, and the fewest steps predicted to meet the target are run; the achieved
     error is near the prediction."""
     case = em.normal_mean()
-    idata = pmc.sample_crais(random_seed=1, model=case.model, target_mcse=0.004, **QUICK)
+    idata = pmc.sample_crais(draws=1000, random_seed=1, model=case.model, target_mcse=0.004, **QUICK)
     a = idata.sample_stats.attrs
     assert a["schedule"] == "constant_rate" and 1 < a["n_steps"] < 200
     assert np.isfinite(a["tune_relative_variance"]) and a["predicted_mcse"] <= 0.004
