@@ -341,6 +341,8 @@ def test_auto_length_one_step_when_the_start_meets_the_target():
     # as many particles as sample_smc's default: there its one stage is this run (issue 31)
     smc_draws = inspect.signature(pmc.sample_smc).parameters["draws"].default
     assert idata.posterior.sizes["draw"] == smc_draws == 2000
+    # and SMC's moves at τ = 1: independence proposals (all after the weights)
+    assert a["kernel"] == "hmc_final_imh" and "one step" in a["kernel_reason"]
 
 
 @pytest.mark.slow

@@ -25,6 +25,11 @@ d ≥ 31 up to 13 % more; the posterior draws agree with HMC's as closely as two
 with different seeds do (``benchmarks/final_stage_imh.py``, benchmarks/reports/benchmarks.md, "SMC's
 last-stage moves").
 
+CR-AIS's run of one step (``n_steps="auto"`` when the start's weights meet the target:
+importance sampling from ``q0``, then moves at ``τ = 1``, all after ``log Z`` is complete)
+is SMC's one stage, and takes the same kernel in place of an automatic HMC
+(:func:`one_step_kernel`); its annealed runs keep HMC (no resampling).
+
 That includes funnels (a centred hierarchical model, where the Laplace fit of
 ``init="auto"`` finds no interior mode). While the batched log-density still checked each
 parameter condition over all particles of a call at once (one particle whose scale
