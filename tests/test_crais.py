@@ -1,5 +1,6 @@
 """CR-AIS, adaptive AIS and initial distributions through the PyMC entry points."""
 
+import inspect
 
 import numpy as np
 import pytest
@@ -337,6 +338,25 @@ def test_auto_length_one_step_when_the_start_meets_the_target():
     assert a["predicted_mcse"] <= a["target_mcse"] == 0.02
     assert mcse <= 1.5 * a["predicted_mcse"]
     _check(idata, case.log_z, 0.02)
+    # as many particles as sample_smc's default: there its one stage is this run (issue 31)
+    smc_draws = inspect.signature(pmc.sample_smc).parameters["draws"].default
+    assert idata.posterior.sizes["draw"] == smc_draws == 2000
+    # and SMC's moves at τ = 1: independence proposals (all after the weights)
+    assert a["kernel"] == "hmc_final_imh" and "one step" in a["kernel_reason"]
+
+
+@pytest.mark.slow
+def test_auto_length_one_step_is_sample_smc_one_stage():
+    """With both samplers' defaults and one seed, a start that meets the target gives
+    CR-AIS's one-step run and SMC's one stage: the same importance sampling, so the same
+    log Z and MCSE to rounding (the runs differ only in the moves at τ = 1, after log Z)."""
+    case = em.linear_regression()
+    crais = pmc.sample_crais(random_seed=3, model=case.model, **QUICK)
+    smc = pmc.sample_smc(random_seed=3, model=case.model, **QUICK)
+    assert crais.sample_stats.attrs["schedule"] == "one_step"
+    np.testing.assert_allclose(
+        pmc.log_marginal_likelihood(crais), pmc.log_marginal_likelihood(smc), rtol=1e-9
+    )
 
 
 def test_auto_length_from_the_tuning_run():
@@ -344,7 +364,7 @@ def test_auto_length_from_the_tuning_run():
     interpolated, and the fewest steps predicted to meet the target are run; the achieved
     error is near the prediction."""
     case = em.normal_mean()
-    idata = pmc.sample_crais(random_seed=1, model=case.model, target_mcse=0.004, **QUICK)
+    idata = pmc.sample_crais(draws=1000, random_seed=1, model=case.model, target_mcse=0.004, **QUICK)
     a = idata.sample_stats.attrs
     assert a["schedule"] == "constant_rate" and 1 < a["n_steps"] < 200
     assert np.isfinite(a["tune_relative_variance"]) and a["predicted_mcse"] <= 0.004

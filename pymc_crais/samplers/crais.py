@@ -19,7 +19,7 @@ __all__ = ["sample_crais"]
 
 @single_threaded_blas
 def sample_crais(
-    draws: int = 1000,
+    draws: int = 2000,
     alpha: float = 0.0,
     delta="auto",
     n_steps="auto",
@@ -61,6 +61,9 @@ def sample_crais(
        (and their Pareto k̂ is at most 1/2), the final run is that one step — importance
        sampling from the automatic start, then the transitions at τ = 1 — and steps 1–2
        are skipped: on a posterior the Laplace start describes well, annealing buys little.
+       That run is :func:`sample_smc`'s one stage: the same particles by default and, with
+       ``kernel="auto"`` on a continuous model, the same moves at τ = 1 (``"hmc_final_imh"``,
+       after the weights).
     1. **Pilot** (only when needed): a cheap geometric AIS run with ``min(draws, 256)``
        particles on a 32-step exponential schedule. It fixes the scale shift ``c`` of a
        power-mean path (its ``log Ẑ``) and, for ``delta="auto"``, measures the integral
@@ -92,8 +95,10 @@ def sample_crais(
 
     Parameters
     ----------
-    draws : int, default 1000
-        Particles per chain in the final run.
+    draws : int, default 2000
+        Particles per chain in the final run (as :func:`sample_smc`; 1000 before
+        2026-11-27, half the particles of the same one-step run for about the same wall
+        time).
     alpha : float, default 0.0
         Power-mean exponent (0 geometric / inverse KL, 1 arithmetic; negative allowed).
         With ``alpha != 0`` start near the posterior (``init="laplace"``): from the prior,

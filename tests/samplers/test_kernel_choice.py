@@ -11,6 +11,7 @@ from pymc_crais.samplers.engine.kernel_choice import (
     DISCRETE_DEFAULT,
     DISCRETE_DEFAULT_PER_LEVEL,
     FINAL_STAGE_DEFAULT,
+    one_step_kernel,
     resolve_kernel,
 )
 
@@ -104,6 +105,21 @@ def test_auto_smc_moves_with_independence_proposals_at_the_target(continuous_lay
     kernel, attrs = resolve_kernel("auto", None, continuous_layout, resamples=True)
     assert kernel == FINAL_STAGE_DEFAULT == "hmc_final_imh"
     assert attrs["kernel_requested"] == "auto" and "while they are accepted" in attrs["kernel_reason"]
+
+
+def test_one_step_runs_take_the_final_stage_kernel_only_where_auto_chose_hmc(
+    continuous_layout, discrete_layout
+):
+    """CR-AIS's one-step run (all moves after the weights) takes SMC's last-stage kernel,
+    but only in place of an automatic HMC without options."""
+    name, attrs = resolve_kernel("auto", None, continuous_layout)
+    assert one_step_kernel(name, None, attrs)[0] == FINAL_STAGE_DEFAULT
+    assert "one step" in one_step_kernel(name, None, attrs)[1]["kernel_reason"]
+    assert one_step_kernel("hmc", None, {}) is None  # the user named HMC
+    name, attrs = resolve_kernel("auto", {"n_leapfrog": 3}, continuous_layout)
+    assert one_step_kernel(name, {"n_leapfrog": 3}, attrs) is None  # options for HMC
+    name, attrs = resolve_kernel("auto", None, discrete_layout)
+    assert one_step_kernel(name, None, attrs) is None  # IMH on a discrete model stays
 
 
 def test_discrete_models_keep_their_kernel_in_smc(discrete_layout):

@@ -8,11 +8,12 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ...core.anneal import AnnealOptions, ParamsByTau
+from ...core.kernels import make_kernel
 from ...core.paths import make_path
 from ...core.schedules import FixedSchedule, interpolate_schedule
 from ...core.schedules.adaptive import ConstantRateSchedule
@@ -24,6 +25,7 @@ from ...core.schedules.run_length import (
 )
 from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
+from .kernel_choice import one_step_kernel
 from .options import RunOptions, check_int, check_rate, is_auto
 from .pipeline import prepare
 from .start_point import check_target_mcse, one_step_schedule, start_length_point
@@ -73,11 +75,30 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
     return int(n_mcmc_steps) * int(factor)
 
 
+def _one_step_setup(setup):
+    """``setup`` with the one-step run's kernel (:func:`one_step_kernel`), or as it is."""
+    choice = one_step_kernel(setup.options.kernel, setup.options.kernel_kwargs, setup.attrs)
+    if choice is None:
+        return setup
+    name, kernel_attrs = choice
+    mutation = make_kernel(name)
+    attrs = {k: v for k, v in setup.attrs.items() if not k.startswith("kernel")}
+    attrs.update(
+        {f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()},
+        **kernel_attrs,
+    )
+    return replace(setup, kernel=mutation, options=replace(setup.options, kernel=name), attrs=attrs)
+
+
 def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_start) -> AnnealPlan:
     """The final run when the start's weights meet the target: importance sampling from
     ``q0`` (one step, τ: 0 → 1), then the stage's transitions at τ = 1 (after the weights,
     so tuning the kernel on the particles there leaves the estimate unbiased)."""
     n_mcmc = setup.options.n_mcmc_steps if is_auto(final_mcmc_steps) else final_mcmc_steps
+    setup = _one_step_setup(setup)
+    for key in [k for k in attrs if k.startswith("kernel")]:
+        del attrs[key]
+    attrs.update({k: v for k, v in setup.attrs.items() if k.startswith("kernel")})
     nan = float("nan")
     attrs.update(
         {

@@ -25,6 +25,11 @@ d ≥ 31 up to 13 % more; the posterior draws agree with HMC's as closely as two
 with different seeds do (``benchmarks/final_stage_imh.py``, benchmarks/reports/benchmarks.md, "SMC's
 last-stage moves").
 
+CR-AIS's run of one step (``n_steps="auto"`` when the start's weights meet the target:
+importance sampling from ``q0``, then moves at ``τ = 1``, all after ``log Z`` is complete)
+is SMC's one stage, and takes the same kernel in place of an automatic HMC
+(:func:`one_step_kernel`); its annealed runs keep HMC (no resampling).
+
 That includes funnels (a centred hierarchical model, where the Laplace fit of
 ``init="auto"`` finds no interior mode). While the batched log-density still checked each
 parameter condition over all particles of a call at once (one particle whose scale
@@ -51,6 +56,7 @@ __all__ = [
     "DISCRETE_DEFAULT",
     "DISCRETE_DEFAULT_PER_LEVEL",
     "FINAL_STAGE_DEFAULT",
+    "one_step_kernel",
     "resolve_kernel",
 ]
 
@@ -123,3 +129,37 @@ def resolve_kernel(
             ) from None
     return name, {"kernel_requested": AUTO, "kernel_reason": reason}
 
+
+
+def one_step_kernel(kernel, kernel_kwargs: dict | None, attrs: dict):
+    """The kernel of a run of one step (importance sampling from ``q0``, then moves at
+    ``τ = 1``): :data:`FINAL_STAGE_DEFAULT` where ``kernel="auto"`` chose
+    :data:`CONTINUOUS_DEFAULT` without options, else ``None`` (keep the kernel).
+
+    Every move of such a run comes after its weights, so ``log Z`` is the same whatever the
+    kernel; SMC's one stage makes these moves with independence proposals while they are
+    accepted (one evaluation a move, against HMC's trajectory), and CR-AIS's one-step run,
+    the same importance sampling, makes the same moves (issue 31).
+
+    Parameters
+    ----------
+    kernel : str or MutationKernel
+        The resolved kernel of the run.
+    kernel_kwargs : dict or None
+        The kernel's options.
+    attrs : dict
+        The run's attributes (``kernel_requested`` is ``"auto"`` where ``"auto"`` chose).
+
+    Returns
+    -------
+    tuple (str, dict) or None
+        The kernel's name and the attributes that record the choice.
+    """
+    if attrs.get("kernel_requested") != AUTO or kernel != CONTINUOUS_DEFAULT or kernel_kwargs:
+        return None
+    reason = (
+        f"all free variables are continuous and the run is one step: {FINAL_STAGE_DEFAULT!r}, "
+        "independence proposals at the target (after log Z is complete) while they are "
+        "accepted, as SMC's one stage"
+    )
+    return FINAL_STAGE_DEFAULT, {"kernel_requested": AUTO, "kernel_reason": reason}
