@@ -15,7 +15,7 @@ from ..core.anneal import AnnealOptions
 from ..core.paths import make_path
 from .crais import sample_crais
 from .engine.anneal_chain import AnnealPlan
-from .engine.options import RunOptions, check_int
+from .engine.options import RunArguments, RunOptions, check_int
 from .engine.path_option import build_path, check_path
 from .engine.pipeline import prepare
 from .engine.runner import single_threaded_blas
@@ -228,40 +228,20 @@ def sample_ais(
 
 
 @dataclass(frozen=True)
-class AISSettings:
+class AISSettings(RunArguments):
     """Every argument of :func:`sample_ais`, as given or defaulted there (its signature is
     the one place the defaults are written): built once per call and passed whole to
     :func:`plan_ais` (or, for ``schedule="constant_rate"``, handed to :func:`sample_crais`).
     ``schedule`` is the argument parsed (:func:`~pymc_crais.samplers.engine.schedule_option.parse_schedule`);
     ``crais_kwargs`` holds the keywords only :func:`sample_crais` takes."""
 
-    draws: int
     schedule: ScheduleArg
     n_steps: int
-    alpha: float
-    kernel: object
-    chains: int | None
-    cores: int | None
-    random_seed: object
-    progressbar: bool
-    return_inferencedata: bool
-    idata_kwargs: dict | None
-    compile_kwargs: dict | None
-    model: object
-    init: object
-    init_kwargs: dict | None
-    n_mcmc_steps: int
-    kernel_kwargs: dict | None
     schedule_kwargs: dict | None
     rho: float | None
     max_step: float | None
     min_step: float | None
     max_steps: int
-    scale_shift: float | str | None
-    backend: str | None
-    mp_ctx: object
-    executor: object
-    memory_budget: float | None
     path: str
     path_kwargs: dict | None
     crais_kwargs: dict

@@ -14,7 +14,7 @@ from ..core.paths import make_path
 from ..core.rts import RTSOptions
 from ..core.schedules import interpolate_schedule
 from ..warnings import RTSInitialLoopWarning, user_stacklevel
-from .engine.options import RunOptions, check_int
+from .engine.options import RunArguments, RunOptions, check_int
 from .engine.pipeline import RunSetup, finish, fresh_kernel, prepare
 from .engine.progress import ChainProgress
 from .engine.rts_chain import RTSTask, run_rts_chain
@@ -210,27 +210,14 @@ def sample_rts(
 
 
 @dataclass(frozen=True)
-class RTSSettings:
+class RTSSettings(RunArguments):
     """Every argument of :func:`sample_rts`, as given or defaulted there (its signature is
     the one place the defaults are written): built once per call and passed whole to
     :func:`run_rts`."""
 
-    draws: int
     n_temperatures: int
     n_sweeps: int
     ladder: object
-    alpha: float
-    kernel: object
-    chains: int | None
-    cores: int | None
-    random_seed: object
-    progressbar: bool
-    return_inferencedata: bool
-    idata_kwargs: dict | None
-    compile_kwargs: dict | None
-    model: object
-    init: object
-    init_kwargs: dict | None
     ladder_kwargs: dict | None
     level_prior: object
     warm_start: str | None
@@ -239,14 +226,7 @@ class RTSSettings:
     tol: float
     restart_levels: str
     init_burn: float
-    n_mcmc_steps: int
-    kernel_kwargs: dict | None
     n_groups: int
-    scale_shift: float | str | None
-    backend: str | None
-    mp_ctx: object
-    executor: object
-    memory_budget: float | None
 
 
 def run_rts(st: RTSSettings):

@@ -26,7 +26,7 @@ from ...core.schedules.run_length import (
 from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
 from .kernel_choice import one_step_kernel
-from .options import RunOptions, check_int, check_rate, is_auto
+from .options import RunArguments, RunOptions, check_int, check_rate, is_auto
 from .pipeline import prepare
 from .start_point import check_target_mcse, one_step_schedule, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
@@ -131,27 +131,14 @@ def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_s
 
 
 @dataclass(frozen=True)
-class CRAISSettings:
+class CRAISSettings(RunArguments):
     """Every argument of :func:`pymc_crais.sample_crais`, as given or defaulted there (its
     signature is the one place the defaults are written; the ``pm.sample_smc`` kernel
     :class:`pymc_crais.CRAIS` binds its arguments to that signature): built once per call
     and passed whole to :func:`plan_crais`."""
 
-    draws: int
-    alpha: float
     delta: float | str
     n_steps: int | str | None
-    kernel: object
-    chains: int | None
-    cores: int | None
-    random_seed: object
-    progressbar: bool
-    return_inferencedata: bool
-    idata_kwargs: dict | None
-    compile_kwargs: dict | None
-    model: object
-    init: object
-    init_kwargs: dict | None
     n_tune_steps: int | None
     tune_draws: int | None
     variance: str
@@ -160,15 +147,8 @@ class CRAISSettings:
     v_min: float
     target_mcse: float
     max_steps: int
-    n_mcmc_steps: int
     final_mcmc_steps: int | str
-    kernel_kwargs: dict | None
     replay_kernel: bool
-    scale_shift: float | str | None
-    backend: str | None
-    mp_ctx: object
-    executor: object
-    memory_budget: float | None
 
 
 def plan_crais(settings: CRAISSettings) -> AnnealPlan:

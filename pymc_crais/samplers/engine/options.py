@@ -17,10 +17,40 @@ import numpy as np
 
 __all__ = [
     "RunOptions",
+    "RunArguments",
     "check_int",
     "check_rate",
     "is_auto",
 ]
+
+
+@dataclass(frozen=True)
+class RunArguments:
+    """The arguments that ``sample_ais``, ``sample_crais`` and ``sample_rts`` share, as the
+    call gave or defaulted them (each sampler's signature is the one place its defaults
+    are written): the common part of their settings objects (``AISSettings``,
+    ``CRAISSettings``, ``RTSSettings``), which add their own fields. No defaults here."""
+
+    draws: int
+    alpha: float
+    kernel: object
+    chains: int | None
+    cores: int | None
+    random_seed: object
+    progressbar: bool
+    return_inferencedata: bool
+    idata_kwargs: dict | None
+    compile_kwargs: dict | None
+    model: object
+    init: object
+    init_kwargs: dict | None
+    n_mcmc_steps: object
+    kernel_kwargs: dict | None
+    scale_shift: float | str | None
+    backend: str | None
+    mp_ctx: object
+    executor: object
+    memory_budget: float | None
 
 
 @dataclass(frozen=True)
