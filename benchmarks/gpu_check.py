@@ -122,13 +122,13 @@ def throughput(model: str, rows: int, dim: int, particles: int, backend: str, gp
 def run_smc(rows: int, particles: int, chains: int, budget: Budget, gpu: dict) -> dict:
     """The whole ``pmc.sample_smc(backend="jax")`` run on JAX's default device (the CPU
     when ``gpu``, the probe's record, found none)."""
-    from pymc_crais.samplers.engine.memory import DEFAULT_MEMORY_BUDGET
-
     spec = {"kind": "run", "rows": rows, "dim": 20, "particles": particles, "backend": "jax",
             "chains": chains, "memory_budget": None}
     timeout = budget.left()
     if timeout < 5:
         return {**spec, "status": "skipped", "error": "the time budget was spent"}
+    # imported only for a run that happens: importing PyMC takes seconds on a loaded machine
+    from pymc_crais.samplers.engine.memory import DEFAULT_MEMORY_BUDGET
     rec = bench_bigdata.run_one(spec, timeout, env=GPU_ENV)
     if "error" in rec:
         return {**rec, "status": "error"}
