@@ -253,22 +253,8 @@ def run_mcd(st: MCDSettings):
         learn = ("step_logit", "schedule_logit", "mu", "log_sigma") + (
             ("eta_logit",) if method == "uha" else ()
         )
-    setup = prepare(
-        RunOptions(
-            model=st.model,
-            draws=st.draws,
-            chains=2 if st.chains is None else st.chains,
-            cores=st.cores,
-            kernel="mala",
-            random_seed=st.random_seed,
-            backend=st.backend,
-            compile_kwargs=st.compile_kwargs,
-            memory_budget=st.memory_budget,
-            idata_kwargs=st.idata_kwargs,
-            progressbar=st.progressbar,
-            return_inferencedata=st.return_inferencedata,
-        )
-    )
+    chains = 2 if st.chains is None else st.chains
+    setup = prepare(RunOptions.from_settings(st, kernel="mala", chains=chains))
     density, layout = setup.density, setup.layout
     fit = laplace_fit(density, initial_point_vector(setup.model, layout))
     shift, scale = fit.mode, np.sqrt(np.clip(np.diag(fit.cov), 1e-300, None))

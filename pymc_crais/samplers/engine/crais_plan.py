@@ -27,7 +27,7 @@ from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
 from .kernel_choice import one_step_kernel
 from .options import RunArguments, RunOptions, check_int, check_rate, is_auto
-from .pipeline import prepare
+from .pipeline import kernel_attributes, prepare
 from .start_point import check_target_mcse, one_step_schedule, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
@@ -84,7 +84,7 @@ def _one_step_setup(setup):
     mutation = make_kernel(name)
     attrs = {k: v for k, v in setup.attrs.items() if not k.startswith("kernel")}
     attrs.update(
-        {f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()},
+        kernel_attributes(mutation),
         **kernel_attrs,
     )
     return replace(setup, kernel=mutation, options=replace(setup.options, kernel=name), attrs=attrs)

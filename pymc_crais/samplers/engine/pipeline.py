@@ -28,7 +28,7 @@ from .prior import prior_sampler
 from .reproducible import with_pytensor_lock
 from .runner import chain_generators
 
-__all__ = ["RunSetup", "check_executor", "finish", "fresh_kernel", "prepare"]
+__all__ = ["RunSetup", "check_executor", "finish", "fresh_kernel", "kernel_attributes", "prepare"]
 
 
 @dataclass
@@ -79,6 +79,12 @@ class RunSetup:
     n_evals_setup: int = 0
     executor: object = None
     batched: bool = False
+
+
+def kernel_attributes(mutation) -> dict:
+    """A kernel's description as run attributes: ``kernel`` (its name) and
+    ``kernel_<setting>`` for each of its settings."""
+    return {f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()}
 
 
 @with_pytensor_lock  # graphs and compilations: one thread of the process at a time
@@ -153,7 +159,7 @@ def prepare(options: RunOptions) -> RunSetup:
         "n_mcmc_steps": int(o.n_mcmc_steps),
         "vectorized": model_density.vectorized,
         **initial.attrs,
-        **{f"kernel_{k}" if k != "kernel" else k: v for k, v in mutation.describe().items()},
+        **kernel_attributes(mutation),
         **kernel_attrs,
         **({"noncentred": ",".join(noncentred)} if noncentred else {}),
     }
