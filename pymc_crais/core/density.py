@@ -96,6 +96,12 @@ class BatchedDensity:
     def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
         raise NotImplementedError
 
+    def for_chain(self) -> BatchedDensity:
+        """The density one chain evaluates: ``self``, or a copy with per-chain state (a
+        density whose evaluations depend on how many it has made returns a fresh copy, so
+        that a chain's results do not depend on the chains that ran before it)."""
+        return self
+
     def evaluate(self, x: np.ndarray, gradient: bool = False) -> Evaluation:
         """Evaluate all particles in ``x`` (shape ``(N, d)``) in one call.
 

@@ -7,7 +7,8 @@ the path enormously.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import optimize, special
@@ -157,6 +158,10 @@ class InitialReweightedDensity(BatchedDensity):
 
     base: BatchedDensity | None = None
     initial: GaussianInitial | None = None
+
+    def for_chain(self) -> InitialReweightedDensity:
+        base = self.base.for_chain()  # (a fresh wrapper: its n_evals restart at 0)
+        return self if base is self.base else replace(self, base=base)
 
     def _evaluate(self, x, gradient):
         ev = self.base.evaluate(x, gradient=gradient)

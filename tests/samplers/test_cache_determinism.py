@@ -28,7 +28,10 @@ import numpy as np
 import pymc as pm
 import pymc_crais as pmc
 
+from pymc_crais.samplers.engine import staged
+
 warnings.simplefilter("ignore")
+staged.NUMPY_ROW_BUDGET = 2e5  # switch from NumPy to Numba within each chain
 y = np.random.default_rng(0).normal(1.0, 1.0, size=20)
 with pm.Model() as model:
     mu = pm.Normal("mu", 0.0, 2.0)

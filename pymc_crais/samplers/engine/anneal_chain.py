@@ -59,7 +59,7 @@ def iter_anneal_chain(task: AnnealTask) -> Generator[StageView, None, ChainResul
     rng = task.rng
     x0 = task.draw(rng, task.draws)
     result = yield from anneal_stages(
-        rng, task.density, x0, task.path, task.schedule, task.kernel, task.options
+        rng, task.density.for_chain(), x0, task.path, task.schedule, task.kernel, task.options
     )
     return chain_result(task.chain, rng, result, task.draws)
 

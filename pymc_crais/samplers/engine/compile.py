@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
-from ...core.density import BatchedDensity, Evaluation
 from ...warnings import user_stacklevel
 from .gradients import batched_gradients
 from .jax_data import DataCompiler
-from .memory import call_in_blocks
+from .model_density import ModelDensity
 from .reproducible import ReproducibleFunction, reproducible_compile
 from .rewrites import checks_per_particle, simplify_logp_graph, with_fast_softplus
+from .staged import StagedCompiler, TwoStage, numpy_first_kwargs
 
 __all__ = [
     "ModelDensity",
@@ -176,61 +176,6 @@ def joined_scalar_graph(model, outputs, layout: ParameterLayout):
     return checks_per_particle(outs, bool(getattr(model, "check_bounds", True))), theta
 
 
-@dataclass
-class ModelDensity(BatchedDensity):
-    """Batched ``(log q0, Δ)`` of a PyMC model with the prior as ``q0``.
-
-    ``log q0`` is the model's ``varlogp`` (prior with Jacobians) and ``Δ`` its
-    ``datalogp``. Built by :func:`compile_model_density`; picklable, so it can be sent
-    to worker processes.
-
-    Attributes
-    ----------
-    vectorized : bool
-        ``False`` when the per-particle fallback loop is in use.
-    block_rows : int or None
-        Particles per call (``None``: the whole population in one call); set from the
-        ``memory_budget`` by :func:`pymc_crais.samplers.engine.memory.block_rows`.
-    """
-
-    layout: ParameterLayout | None = None
-    vectorized: bool = True
-    _fn: object = field(default=None, repr=False)
-    _fn_grad: object = field(default=None, repr=False)
-    _grad_error: str | None = field(default=None, repr=False)
-    block_rows: int | None = None
-
-    def _call(self, fn, x):
-        if self.vectorized:
-            return call_in_blocks(fn, x, self.block_rows)
-        outs = [fn(row) for row in x]  # per-particle fallback (warned at compile time)
-        return [np.stack([o[i] for o in outs]) for i in range(len(outs[0]))]
-
-    def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
-        if not gradient:
-            lp, ll = self._call(self._fn, x)
-            return Evaluation(np.asarray(lp), np.asarray(ll))
-        if self._fn_grad is None:
-            raise ValueError(
-                f"the model's log-density has no gradient ({self._grad_error}); use a "
-                "gradient-free kernel such as kernel='rwmh'"
-            )
-        lp, ll, glp, gll = self._call(self._fn_grad, x)
-        return Evaluation(np.asarray(lp), np.asarray(ll), np.asarray(glp), np.asarray(gll))
-
-    @property
-    def has_gradient(self) -> bool:
-        """Whether a gradient function was compiled."""
-        return self._fn_grad is not None
-
-    @property
-    def value_function_compiled(self) -> bool:
-        """Whether evaluating without the gradient needs no further compilation (the
-        values-only function is compiled on its first use when a gradient function
-        exists). A few values can then come cheaper from the gradient function."""
-        return getattr(self._fn, "compiled", True)
-
-
 def compile_model_density(
     model,
     *,
@@ -275,7 +220,7 @@ def compile_model_density(
         ("density", gradient, vectorize, simplify),
         lambda: _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify),
     )
-    vectorized, fn, fn_grad, grad_error, fallback_reason = compiled
+    vectorized, fn, fn_grad, grad_error, fallback_reason, n_switch = compiled
     if not vectorized and vectorize:
         warnings.warn(
             "pymc_crais could not vectorize this model's log-density "
@@ -283,7 +228,9 @@ def compile_model_density(
             PerParticleFallbackWarning,
             stacklevel=user_stacklevel(),
         )
-    return ModelDensity(layout.dim, layout, vectorized, fn, fn_grad, grad_error)
+    return ModelDensity(
+        layout.dim, layout, vectorized, fn, fn_grad, grad_error, switch_rows=n_switch
+    )
 
 
 # Compiled functions per model, so that repeated sample_* calls on one model (a benchmark
@@ -340,7 +287,8 @@ def clear_compile_cache() -> None:
 
 
 def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) -> tuple:
-    """``(vectorized, fn, fn_grad, grad_error, fallback_reason)`` for :func:`compile_model_density`."""
+    """``(vectorized, fn, fn_grad, grad_error, fallback_reason, switch_rows)`` for
+    :func:`compile_model_density`."""
     (lp, ll), theta = joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
     lp = pt.as_tensor_variable(lp).astype("float64")
     ll = pt.as_tensor_variable(ll).astype("float64")
@@ -352,9 +300,12 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
         zeros = pt.zeros((xb.shape[0],), dtype="float64")
         return xb, [o if o.ndim == 1 else o + zeros for o in bouts]
 
+    numpy_ckw = numpy_first_kwargs(ckw)  # NumPy first, Numba after a budget (staged.py)
     if simplify:
         ckw = with_fast_softplus(ckw)
+        numpy_ckw = numpy_ckw and with_fast_softplus(numpy_ckw)
     compiler = DataCompiler(ckw, uses_jax(ckw))  # JAX: the data as inputs (jax_data.py)
+    stages = StagedCompiler(compiler, numpy_ckw and DataCompiler(numpy_ckw, False))
     grad_error = None
     if vectorize:
         try:
@@ -365,16 +316,19 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
             if gradient:
                 try:
                     g_lp, g_ll = batched_gradients([blp.sum(), bll.sum()], xb, layout.dim)
-                    fn_grad = compiler.compile([xb], [blp, bll, g_lp, g_ll])
+                    fn_grad = stages.compile([xb], [blp, bll, g_lp, g_ll])
                 except Exception as err:  # no gradient for some Op
                     grad_error = f"{type(err).__name__}: {err}"
             # the values alone: compiled now only if no gradient function will serve the
             # sampler (Numba's code generation dominates a cold compilation)
-            fn = compiler.compile([xb], [blp, bll], lazy=fn_grad is not None)
+            fn = stages.compile([xb], [blp, bll], lazy=fn_grad is not None)
             # smoke test on two copies of the initial point, so failures surface here, and the
-            # first call (Numba's JIT) happens here, once, not in every worker process
-            (fn_grad or fn)(np.tile(initial_point_vector(model, layout), (2, 1)))
-            return True, fn, fn_grad, grad_error, None
+            # first call (Numba's JIT, where there is no NumPy stage) happens here, once, not
+            # in every worker process
+            primary = fn_grad or fn
+            primary = primary.first if isinstance(primary, TwoStage) else primary
+            primary(np.tile(initial_point_vector(model, layout), (2, 1)))
+            return True, fn, fn_grad, grad_error, None, stages.switch_rows
         except Exception as err:
             fallback_reason = f"{type(err).__name__}: {err}"
     else:
@@ -396,4 +350,4 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
             )
         except Exception as err:
             grad_error = f"{type(err).__name__}: {err}"
-    return False, fn, fn_grad, grad_error, fallback_reason
+    return False, fn, fn_grad, grad_error, fallback_reason, None

@@ -57,7 +57,7 @@ class MCDTask:
 def run_mcd_chain(task: MCDTask) -> ChainResult:
     """Train, then estimate; plain NumPy output (picklable, small)."""
     rng, dim, n_steps = task.rng, task.shift.size, task.n_steps
-    density = task.density
+    density = task.density.for_chain()
     target = DensityTarget(
         dim, density=density, hvp_fn=task.hvp, shift=task.shift, scale=task.scale
     )

@@ -50,7 +50,7 @@ def run_rts_chain(task: RTSTask) -> ChainResult:
 
     res = rts(
         rng,
-        task.density,
+        task.density.for_chain(),
         task.draw(rng, task.draws),
         task.path,
         task.ladder,

@@ -1,0 +1,98 @@
+"""The batched density of a PyMC model (:class:`ModelDensity`), built by
+:func:`~pymc_crais.samplers.engine.compile.compile_model_density`."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...core.density import BatchedDensity, Evaluation
+from .memory import call_in_blocks
+from .staged import TwoStage
+
+__all__ = ["ModelDensity"]
+
+
+@dataclass
+class ModelDensity(BatchedDensity):
+    """Batched ``(log q0, Δ)`` of a PyMC model with the prior as ``q0``.
+
+    ``log q0`` is the model's ``varlogp`` (prior with Jacobians) and ``Δ`` its
+    ``datalogp``. Built by :func:`compile_model_density`; picklable, so it can be sent
+    to worker processes.
+
+    Attributes
+    ----------
+    vectorized : bool
+        ``False`` when the per-particle fallback loop is in use.
+    block_rows : int or None
+        Particles per call (``None``: the whole population in one call); set from the
+        ``memory_budget`` by :func:`pymc_crais.samplers.engine.memory.block_rows`.
+    switch_rows : int or None
+        With functions compiled on NumPy and Numba (:mod:`~pymc_crais.samplers.engine.staged`):
+        the particle-evaluations made on NumPy before the calls go to Numba.
+    """
+
+    layout: object = None  # the ParameterLayout
+    vectorized: bool = True
+    _fn: object = field(default=None, repr=False)
+    _fn_grad: object = field(default=None, repr=False)
+    _grad_error: str | None = field(default=None, repr=False)
+    block_rows: int | None = None
+    switch_rows: int | None = None
+    _staged_rows: int = field(default=0, repr=False)
+
+    def for_chain(self) -> ModelDensity:
+        """A copy for one chain: the same compiled functions, its own count of
+        evaluations towards :attr:`switch_rows` (so a chain's bits do not depend on what
+        ran before it in the process)."""
+        if self.switch_rows is None:
+            return self
+        chain = copy.copy(self)
+        chain._staged_rows = 0
+        return chain
+
+    def on_stage(self, numpy: bool) -> ModelDensity:
+        """A copy whose calls all go to one stage of a two-stage density: NumPy's
+        (``numpy=True``) or Numba's (for tests and comparisons; ``self`` if there are no
+        stages)."""
+        if self.switch_rows is None:
+            return self
+        copied = copy.copy(self)
+        copied._staged_rows = -(2**62) if numpy else self.switch_rows
+        return copied
+
+    def _call(self, fn, x):
+        if isinstance(fn, TwoStage):
+            fn = fn.stage(self._staged_rows < self.switch_rows)
+            self._staged_rows += x.shape[0]
+        if self.vectorized:
+            return call_in_blocks(fn, x, self.block_rows)
+        outs = [fn(row) for row in x]  # per-particle fallback (warned at compile time)
+        return [np.stack([o[i] for o in outs]) for i in range(len(outs[0]))]
+
+    def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
+        if not gradient:
+            lp, ll = self._call(self._fn, x)
+            return Evaluation(np.asarray(lp), np.asarray(ll))
+        if self._fn_grad is None:
+            raise ValueError(
+                f"the model's log-density has no gradient ({self._grad_error}); use a "
+                "gradient-free kernel such as kernel='rwmh'"
+            )
+        lp, ll, glp, gll = self._call(self._fn_grad, x)
+        return Evaluation(np.asarray(lp), np.asarray(ll), np.asarray(glp), np.asarray(gll))
+
+    @property
+    def has_gradient(self) -> bool:
+        """Whether a gradient function was compiled."""
+        return self._fn_grad is not None
+
+    @property
+    def value_function_compiled(self) -> bool:
+        """Whether evaluating without the gradient needs no further compilation (the
+        values-only function is compiled on its first use when a gradient function
+        exists). A few values can then come cheaper from the gradient function."""
+        return getattr(self._fn, "compiled", True)

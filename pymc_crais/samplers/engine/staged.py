@@ -1,0 +1,179 @@
+"""The model density on NumPy first, on Numba once a chain has evaluated enough of it.
+
+With cold caches Numba's code generation is nearly all of a small model's first call (7.5 s
+of a 10 s call for a 3-parameter regression, ``benchmarks/reports/first-call.md``), and a
+new model graph is a cold compilation for every user, whatever their machine has cached.
+PyTensor's Python implementations of the same rewritten graph compile in a fraction of a
+second; each node runs one vectorized NumPy operation on the whole population, which costs
+little more than Numba's fused loop on such models, but a fixed ~20–50 µs a node and call.
+
+So, where PyTensor's default mode is Numba's and the caller chose no mode, the batched
+density is compiled twice over one graph: :data:`NUMPY_MODE` now, Numba lazily
+(:class:`TwoStage`). A :class:`~pymc_crais.samplers.engine.compile.ModelDensity` evaluates
+with the first until it has evaluated :func:`switch_rows` particles, then with the second.
+The count is per density object and a chain starts its own
+(:meth:`~pymc_crais.samplers.engine.compile.ModelDensity.for_chain`), so which rows run on
+which backend depends on the seed only: the same bits whatever ``cores`` is and whatever any
+cache holds. Short runs (one importance-sampling step from a good start: what the defaults
+do on most regressions) never generate Numba code; long ones pay at most a
+:data:`NUMPY_ROW_BUDGET` of NumPy evaluations before the Numba function takes over.
+
+Graphs with a node whose Python implementation loops in Python (over the particles:
+``Blockwise``, ``Scan``, ``OpFromGraph``; or over the elements: an ``Elemwise`` whose scalar
+operation has no NumPy ufunc) are compiled on Numba at once (:func:`python_loop_nodes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = [
+    "NUMPY_MODE_NAME",
+    "NUMPY_ROW_BUDGET",
+    "StagedCompiler",
+    "TwoStage",
+    "numpy_first_kwargs",
+    "numpy_mode",
+    "python_loop_nodes",
+    "row_cost",
+    "switch_rows",
+]
+
+NUMPY_MODE_NAME = "pymc_crais_numpy"
+"""The name of :func:`numpy_mode`: PyTensor's ``fast_run`` rewrites without elemwise fusion,
+run on the Python linker (each node a NumPy call)."""
+
+NUMPY_ROW_BUDGET = 2e7
+"""Particle-evaluations a chain makes on NumPy before its density switches to Numba, in units
+of :func:`row_cost` (particles × (nodes + data elements)). Measured NumPy costs were 0.6–6
+ns a unit on the validation suite's loop-free models (2,000 particles, warm), so a chain
+spends at most about 0.1 s on NumPy before the switch; a 3-parameter, 100-row regression
+with one importance-sampling step stays under it (``benchmarks/reports/first-call.md``)."""
+
+_LOOPING_OPS = ("Blockwise", "Scan", "OpFromGraph")
+
+
+def numpy_mode():
+    """PyTensor's ``fast_run`` rewrites (stabilizations included) without elemwise fusion, on
+    the Python linker: a fused ``Composite`` would run element by element in Python."""
+    from pytensor.compile.mode import Mode
+
+    return Mode(linker="py", optimizer="fast_run").excluding("fusion")
+
+
+def numpy_first_kwargs(compile_kwargs: dict) -> dict | None:
+    """``compile_kwargs`` for the NumPy stage, or None where there is to be no NumPy stage:
+    the caller chose a mode (``backend=``, ``compile_kwargs={"mode": ...}``), PyTensor's
+    default mode is not Numba's, or :data:`NUMPY_ROW_BUDGET` is 0 (no NumPy stage)."""
+    if compile_kwargs.get("mode") is not None or NUMPY_ROW_BUDGET <= 0:
+        return None
+    from pytensor.compile.mode import get_mode
+
+    try:
+        numba = type(get_mode(None).linker).__name__ == "NumbaLinker"
+    except Exception:  # an unknown global mode: PyTensor will say so when compiling
+        return None
+    return {**compile_kwargs, "mode": numpy_mode()} if numba else None
+
+
+def python_loop_nodes(fgraph) -> list[str]:
+    """Names of the Ops of ``fgraph`` whose Python implementation loops in Python (over the
+    batch, or element by element); empty when every node is one NumPy call."""
+    from pytensor.tensor.elemwise import Elemwise
+
+    found = set()
+    for node in fgraph.apply_nodes:
+        op = node.op
+        name = type(op).__name__
+        if name in _LOOPING_OPS or isinstance(op, _op_from_graph_types()):
+            found.add(name)
+        elif isinstance(op, Elemwise) and not _elemwise_is_ufunc(op, node):
+            found.add(f"Elemwise{{{type(op.scalar_op).__name__}}}")
+    return sorted(found)
+
+
+def _op_from_graph_types() -> tuple:
+    from pytensor.compile.builders import OpFromGraph
+    from pytensor.scan.op import Scan
+
+    return (OpFromGraph, Scan)
+
+
+def _elemwise_is_ufunc(op, node) -> bool:
+    # mirrors Elemwise.prepare_node's choice for the "py" implementation: variadic Add/Mul
+    # fold a NumPy ufunc and Cast uses astype; otherwise a NumPy function must exist for the
+    # scalar operation with this many inputs, or it runs np.frompyfunc (Python per element)
+    from pytensor.scalar.basic import Add, Cast, Composite, Mul
+
+    scalar = op.scalar_op
+    if isinstance(scalar, Composite):
+        return False
+    if isinstance(scalar, Add | Mul | Cast):
+        return True
+    spec = getattr(op, "nfunc_spec", None) or getattr(scalar, "nfunc_spec", None)
+    return bool(spec) and spec[1] == len(node.inputs)
+
+
+def row_cost(fgraph) -> int:
+    """Units a particle's evaluation costs on NumPy (:data:`NUMPY_ROW_BUDGET`): the graph's
+    nodes plus the elements of its data (constants and shared variables)."""
+    import numpy as np
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.basic import Constant
+
+    data = 0
+    for var in fgraph.variables:
+        if isinstance(var, Constant):
+            data += int(np.size(var.data))
+        elif isinstance(var, SharedVariable):
+            value = var.get_value(borrow=True)
+            data += int(np.size(value)) if isinstance(value, np.ndarray) else 0
+    return len(fgraph.apply_nodes) + data
+
+
+def switch_rows(fgraph) -> int:
+    """Particle-evaluations on NumPy before the switch to Numba (:data:`NUMPY_ROW_BUDGET`
+    over :func:`row_cost`)."""
+    return max(1, math.ceil(NUMPY_ROW_BUDGET / row_cost(fgraph)))
+
+
+@dataclass(frozen=True)
+class TwoStage:
+    """One graph compiled twice: ``first`` on NumPy (:func:`numpy_mode`), ``then`` on Numba
+    (a :class:`~pymc_crais.samplers.engine.reproducible.LazyFunction`, compiled when a
+    density first switches to it). The density picks the stage; attributes not defined here
+    (``maker``, ``compiled``, ...) are the first stage's."""
+
+    first: object
+    then: object
+
+    def stage(self, numpy: bool):
+        """The function of the NumPy stage (``numpy``) or of the Numba stage."""
+        return self.first if numpy else self.then
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("first", "then"):
+            raise AttributeError(name)  # (unpickling looks names up before they are set)
+        return getattr(self.first, name)
+
+
+class StagedCompiler:
+    """Compiles on Numba, or on NumPy then Numba (:class:`TwoStage`): the first
+    function compiled eagerly decides for the model (no NumPy stage if its graph has a node
+    that loops in Python, :func:`python_loop_nodes`)."""
+
+    def __init__(self, compiler, numpy_compiler):
+        self.compiler, self.numpy_compiler = compiler, numpy_compiler
+        self.switch_rows: int | None = None
+
+    def compile(self, inputs, outputs, lazy=False):
+        if not self.numpy_compiler:
+            return self.compiler.compile(inputs, outputs, lazy=lazy)
+        first = self.numpy_compiler.compile(inputs, outputs, lazy=lazy)
+        if self.switch_rows is None:  # the deciding (eager) function
+            if python_loop_nodes(first.maker.fgraph):
+                self.numpy_compiler = None
+                return self.compiler.compile(inputs, outputs, lazy=lazy)
+            self.switch_rows = switch_rows(first.maker.fgraph)
+        return TwoStage(first, self.compiler.compile(inputs, outputs, lazy=True))
