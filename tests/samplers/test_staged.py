@@ -1,0 +1,114 @@
+"""The model density on NumPy first, then on Numba (``samplers/engine/staged.py``)."""
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.samplers.engine import staged
+from pymc_crais.samplers.engine.compile import compile_model_density, initial_point_vector
+from pymc_crais.samplers.engine.staged import TwoStage, python_loop_nodes
+
+
+@pytest.fixture(scope="module")
+def model():
+    """Scalar, vector, log- and logodds-transformed variables, data and a potential (a
+    simplex's transform has Python-looping nodes: no NumPy stage)."""
+    y = np.array([0.3, -1.2, 2.2, 0.7, 1.1])
+    with pm.Model(coords={"g": ["a", "b", "c"]}) as m:
+        mu = pm.Normal("mu", 0.0, 2.0)
+        sd = pm.HalfNormal("sd", 1.5)
+        theta = pm.Normal("theta", mu, sd, dims="g")
+        w = pm.Beta("w", 2.0, 2.0, dims="g")
+        xd = pm.Data("xd", np.array([1.0, 2.0, 3.0]))
+        pm.Normal("y", (theta * w * xd).sum() + mu, 1.0, observed=y)
+        pm.Potential("pot", -0.5 * (mu - 0.5) ** 2)
+    return m
+
+
+def _points(m, dens, n=9, seed=0):
+    x0 = initial_point_vector(m, dens.layout)
+    return x0 + np.random.default_rng(seed).normal(size=(n, dens.dim))
+
+
+def test_both_stages_compute_the_same_density_and_gradients(model):
+    dens = compile_model_density(model)
+    assert dens.switch_rows is not None and isinstance(dens._fn_grad, TwoStage)
+    assert not dens._fn_grad.then.compiled  # Numba's code is generated only when needed
+    x = _points(model, dens)
+    a = dens.on_stage(True).evaluate(x, gradient=True)
+    b = dens.on_stage(False).evaluate(x, gradient=True)
+    assert dens._fn_grad.then.compiled
+    for u, v in zip(
+        (a.log_q0, a.delta, a.grad_log_q0, a.grad_delta),
+        (b.log_q0, b.delta, b.grad_log_q0, b.grad_delta),
+        strict=True,
+    ):
+        np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
+
+
+def test_a_density_switches_after_its_budget_and_each_chain_counts_its_own(model, monkeypatch):
+    monkeypatch.setattr(staged, "NUMPY_ROW_BUDGET", 1.0)  # one particle's evaluation
+    from pymc_crais.samplers.engine import compile as compile_mod
+
+    compile_mod.clear_compile_cache()
+    try:
+        dens = compile_model_density(model)
+        assert dens.switch_rows == 1
+        calls = []
+        fn = dens._fn_grad
+        first, then = fn.first, fn.then
+        object.__setattr__(fn, "first", lambda x: calls.append("numpy") or first(x))
+        object.__setattr__(fn, "then", lambda x: calls.append("numba") or then(x))
+        x = _points(model, dens, n=3)
+        dens.evaluate(x, gradient=True)  # 3 rows on NumPy: the budget is spent after
+        dens.evaluate(x, gradient=True)
+        chain = dens.for_chain()  # a new chain starts on NumPy again
+        chain.evaluate(x, gradient=True)
+        dens.evaluate(x, gradient=True)
+        assert calls == ["numpy", "numba", "numpy", "numba"]
+    finally:
+        compile_mod.clear_compile_cache()
+
+
+def test_switching_runs_give_the_same_bits_in_one_or_two_processes(model, monkeypatch):
+    """Chains that switch mid-run: which rows ran on which backend depends on the seed only."""
+    monkeypatch.setattr(staged, "NUMPY_ROW_BUDGET", 3e5)
+    from pymc_crais.samplers.engine import compile as compile_mod
+
+    compile_mod.clear_compile_cache()
+    try:
+        kw = dict(model=model, draws=300, chains=2, random_seed=4, progressbar=False)
+        runs = [pmc.sample_smc(cores=cores, **kw) for cores in (1, 2)]
+        dens = compile_model_density(model)
+        assert dens._fn_grad.then.compiled  # the chains did switch to Numba
+    finally:
+        compile_mod.clear_compile_cache()
+    lml = [r["sample_stats"]["log_marginal_likelihood"].values for r in runs]
+    assert lml[0].tobytes() == lml[1].tobytes()
+    for name in runs[0]["posterior"].data_vars:
+        a, b = (r["posterior"][name].values for r in runs)
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_mode_the_caller_chooses_has_no_numpy_stage(model):
+    dens = compile_model_density(model, compile_kwargs={"mode": "NUMBA"})
+    assert dens.switch_rows is None and not isinstance(dens._fn_grad, TwoStage)
+    assert dens.on_stage(True) is dens and dens.for_chain() is dens
+
+
+def _numpy_graph(outputs, inputs):
+    fn = pytensor.function(inputs, outputs, mode=staged.numpy_mode())
+    return fn.maker.fgraph
+
+
+def test_nodes_that_loop_in_python_are_found():
+    x = pt.matrix("x")
+    assert python_loop_nodes(_numpy_graph([pt.exp(x).sum(axis=1) * 2.0 + 1.0], [x])) == []
+    # a scalar operation with no NumPy ufunc runs element by element in Python
+    assert python_loop_nodes(_numpy_graph([pt.softplus(x)], [x])) == ["Elemwise{Softplus}"]
+    # a Blockwise runs its core operation once per batch entry in a Python loop
+    m = pt.tensor3("m")
+    assert "Blockwise" in python_loop_nodes(_numpy_graph([pt.linalg.det(m)], [m]))
