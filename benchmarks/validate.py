@@ -14,7 +14,9 @@ with ``--kwargs``; both are recorded in the results and part of their key):
 
 * ``smc``: ``pmc.sample_smc()``; ``smc_ps``: ``pmc.sample_smc(persistent=True)``
   (persistent sampling; only when named in ``--samplers``); ``smc_nc``:
-  ``pmc.sample_smc(reparameterize="noncentred")`` (only when named); ``crais``: ``pmc.sample_crais()``; ``ais``:
+  ``pmc.sample_smc(reparameterize="noncentred")`` (only when named); ``smc_numba``:
+  ``pmc.sample_smc(backend="numba")`` (Numba from the start, no NumPy stage; only when
+  named); ``crais``: ``pmc.sample_crais()``; ``ais``:
   ``pmc.sample_ais()``; ``rts``: ``pmc.sample_rts()``;
 * ``pm_smc``: ``pm.sample_smc()`` (PyMC's default IMH kernel, subclassed only to count model
   evaluations as ``benchmarks/bench_accuracy_cost.py`` does);
@@ -77,11 +79,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 SAMPLERS = ("smc", "crais", "ais", "rts", "pm_smc", "pm_batched", "pm_crsmc", "pm_crais", "bridge")
-OPTIONAL_SAMPLERS = ("smc_ps", "smc_nc")  # run only when named in --samplers
+OPTIONAL_SAMPLERS = ("smc_ps", "smc_nc", "smc_numba")  # run only when named in --samplers
 LABELS = {
     "smc": "pmc.sample_smc",
     "smc_ps": "pmc.sample_smc(persistent=True)",
     "smc_nc": "pmc.sample_smc(reparameterize='noncentred')",
+    "smc_numba": "pmc.sample_smc(backend='numba')",
     "crais": "pmc.sample_crais",
     "ais": "pmc.sample_ais",
     "rts": "pmc.sample_rts",
@@ -235,8 +238,9 @@ def run_one(
                 rec["init_used"] = {k: _plain(st.attrs[k]) for k in INIT_ATTRS if k in st.attrs}
             else:
                 fn = {"smc": pmc.sample_smc, "crais": pmc.sample_crais, "ais": pmc.sample_ais,
-                      "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc, "smc_nc": pmc.sample_smc}[sampler]  # fmt: skip
-                own = {"smc_ps": {"persistent": True}, "smc_nc": {"reparameterize": "noncentred"}}
+                      "rts": pmc.sample_rts, "smc_ps": pmc.sample_smc, "smc_nc": pmc.sample_smc, "smc_numba": pmc.sample_smc}[sampler]  # fmt: skip
+                own = {"smc_ps": {"persistent": True}, "smc_nc": {"reparameterize": "noncentred"},
+                       "smc_numba": {"backend": "numba"}}  # fmt: skip
                 idata = fn(**kw, **own.get(sampler, {}))
                 log_z, mcse = pmc.log_marginal_likelihood(idata)
                 per_chain = np.asarray(

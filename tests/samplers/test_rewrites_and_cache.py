@@ -59,7 +59,7 @@ def test_simplified_density_is_exact_and_cheaper(logit):
     model, X, y = _logistic_model(logit=logit)
     new_density = compile_model_density(model)
     old_density = compile_model_density(model, simplify=False)
-    assert new_density.switch_rows is not None  # compiled on NumPy, then Numba (staged.py)
+    assert new_density.numpy_cost is not None  # compiled on NumPy, then Numba (staged.py)
     rng = np.random.default_rng(1)
     # ordinary, large and huge linear predictors (softplus's branches), and a NaN particle
     B = np.concatenate(

@@ -35,7 +35,7 @@ def _points(m, dens, n=9, seed=0):
 
 def test_both_stages_compute_the_same_density_and_gradients(model):
     dens = compile_model_density(model)
-    assert dens.switch_rows is not None and isinstance(dens._fn_grad, TwoStage)
+    assert dens.numpy_cost is not None and isinstance(dens._fn_grad, TwoStage)
     assert not dens._fn_grad.then.compiled  # Numba's code is generated only when needed
     x = _points(model, dens)
     a = dens.on_stage(True).evaluate(x, gradient=True)
@@ -50,20 +50,22 @@ def test_both_stages_compute_the_same_density_and_gradients(model):
 
 
 def test_a_density_switches_after_its_budget_and_each_chain_counts_its_own(model, monkeypatch):
-    monkeypatch.setattr(staged, "NUMPY_ROW_BUDGET", 1.0)  # one particle's evaluation
+    monkeypatch.setattr(staged, "NUMPY_SECONDS", 1e-9)  # less than any call
     from pymc_crais.samplers.engine import compile as compile_mod
 
     compile_mod.clear_compile_cache()
     try:
         dens = compile_model_density(model)
-        assert dens.switch_rows == 1
+        cost = dens.numpy_cost
+        assert cost.budget == 1e-9 and cost.per_call > 0 and cost.per_row > 0
+        assert cost.call(10) == cost.per_call + 10 * cost.per_row
         calls = []
         fn = dens._fn_grad
         first, then = fn.first, fn.then
         object.__setattr__(fn, "first", lambda x: calls.append("numpy") or first(x))
         object.__setattr__(fn, "then", lambda x: calls.append("numba") or then(x))
         x = _points(model, dens, n=3)
-        dens.evaluate(x, gradient=True)  # 3 rows on NumPy: the budget is spent after
+        dens.evaluate(x, gradient=True)  # on NumPy: the budget is spent after it
         dens.evaluate(x, gradient=True)
         chain = dens.for_chain()  # a new chain starts on NumPy again
         chain.evaluate(x, gradient=True)
@@ -75,7 +77,7 @@ def test_a_density_switches_after_its_budget_and_each_chain_counts_its_own(model
 
 def test_switching_runs_give_the_same_bits_in_one_or_two_processes(model, monkeypatch):
     """Chains that switch mid-run: which rows ran on which backend depends on the seed only."""
-    monkeypatch.setattr(staged, "NUMPY_ROW_BUDGET", 3e5)
+    monkeypatch.setattr(staged, "NUMPY_SECONDS", 0.01)
     from pymc_crais.samplers.engine import compile as compile_mod
 
     compile_mod.clear_compile_cache()
@@ -95,7 +97,7 @@ def test_switching_runs_give_the_same_bits_in_one_or_two_processes(model, monkey
 
 def test_a_mode_the_caller_chooses_has_no_numpy_stage(model):
     dens = compile_model_density(model, compile_kwargs={"mode": "NUMBA"})
-    assert dens.switch_rows is None and not isinstance(dens._fn_grad, TwoStage)
+    assert dens.numpy_cost is None and not isinstance(dens._fn_grad, TwoStage)
     assert dens.on_stage(True) is dens and dens.for_chain() is dens
 
 

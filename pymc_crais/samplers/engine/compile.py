@@ -220,7 +220,7 @@ def compile_model_density(
         ("density", gradient, vectorize, simplify),
         lambda: _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify),
     )
-    vectorized, fn, fn_grad, grad_error, fallback_reason, n_switch = compiled
+    vectorized, fn, fn_grad, grad_error, fallback_reason, numpy_cost = compiled
     if not vectorized and vectorize:
         warnings.warn(
             "pymc_crais could not vectorize this model's log-density "
@@ -229,7 +229,7 @@ def compile_model_density(
             stacklevel=user_stacklevel(),
         )
     return ModelDensity(
-        layout.dim, layout, vectorized, fn, fn_grad, grad_error, switch_rows=n_switch
+        layout.dim, layout, vectorized, fn, fn_grad, grad_error, numpy_cost=numpy_cost
     )
 
 
@@ -287,7 +287,7 @@ def clear_compile_cache() -> None:
 
 
 def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) -> tuple:
-    """``(vectorized, fn, fn_grad, grad_error, fallback_reason, switch_rows)`` for
+    """``(vectorized, fn, fn_grad, grad_error, fallback_reason, numpy_cost)`` for
     :func:`compile_model_density`."""
     (lp, ll), theta = joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
     lp = pt.as_tensor_variable(lp).astype("float64")
@@ -328,7 +328,7 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
             primary = fn_grad or fn
             primary = primary.first if isinstance(primary, TwoStage) else primary
             primary(np.tile(initial_point_vector(model, layout), (2, 1)))
-            return True, fn, fn_grad, grad_error, None, stages.switch_rows
+            return True, fn, fn_grad, grad_error, None, stages.cost
         except Exception as err:
             fallback_reason = f"{type(err).__name__}: {err}"
     else:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...core.density import BatchedDensity, Evaluation
 from .memory import call_in_blocks
-from .staged import TwoStage
+from .staged import NumpyCost, TwoStage
 
 __all__ = ["ModelDensity"]
 
@@ -30,9 +30,10 @@ class ModelDensity(BatchedDensity):
     block_rows : int or None
         Particles per call (``None``: the whole population in one call); set from the
         ``memory_budget`` by :func:`pymc_crais.samplers.engine.memory.block_rows`.
-    switch_rows : int or None
+    numpy_cost : NumpyCost or None
         With functions compiled on NumPy and Numba (:mod:`~pymc_crais.samplers.engine.staged`):
-        the particle-evaluations made on NumPy before the calls go to Numba.
+        the estimated NumPy time of a call, and how much of it is spent before the calls go
+        to Numba.
     """
 
     layout: object = None  # the ParameterLayout
@@ -41,33 +42,33 @@ class ModelDensity(BatchedDensity):
     _fn_grad: object = field(default=None, repr=False)
     _grad_error: str | None = field(default=None, repr=False)
     block_rows: int | None = None
-    switch_rows: int | None = None
-    _staged_rows: int = field(default=0, repr=False)
+    numpy_cost: NumpyCost | None = None
+    _numpy_spent: float = field(default=0.0, repr=False)
 
     def for_chain(self) -> ModelDensity:
         """A copy for one chain: the same compiled functions, its own count of
-        evaluations towards :attr:`switch_rows` (so a chain's bits do not depend on what
+        NumPy time towards :attr:`numpy_cost`'s budget (so a chain's bits do not depend on what
         ran before it in the process)."""
-        if self.switch_rows is None:
+        if self.numpy_cost is None:
             return self
         chain = copy.copy(self)
-        chain._staged_rows = 0
+        chain._numpy_spent = 0.0
         return chain
 
     def on_stage(self, numpy: bool) -> ModelDensity:
         """A copy whose calls all go to one stage of a two-stage density: NumPy's
         (``numpy=True``) or Numba's (for tests and comparisons; ``self`` if there are no
         stages)."""
-        if self.switch_rows is None:
+        if self.numpy_cost is None:
             return self
         copied = copy.copy(self)
-        copied._staged_rows = -(2**62) if numpy else self.switch_rows
+        copied._numpy_spent = -np.inf if numpy else np.inf
         return copied
 
     def _call(self, fn, x):
         if isinstance(fn, TwoStage):
-            fn = fn.stage(self._staged_rows < self.switch_rows)
-            self._staged_rows += x.shape[0]
+            fn = fn.stage(self._numpy_spent < self.numpy_cost.budget)
+            self._numpy_spent += self.numpy_cost.call(x.shape[0])
         if self.vectorized:
             return call_in_blocks(fn, x, self.block_rows)
         outs = [fn(row) for row in x]  # per-particle fallback (warned at compile time)

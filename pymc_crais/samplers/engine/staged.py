@@ -10,13 +10,15 @@ little more than Numba's fused loop on such models, but a fixed ~20–50 µs a n
 So, where PyTensor's default mode is Numba's and the caller chose no mode, the batched
 density is compiled twice over one graph: :data:`NUMPY_MODE` now, Numba lazily
 (:class:`TwoStage`). A :class:`~pymc_crais.samplers.engine.compile.ModelDensity` evaluates
-with the first until it has evaluated :func:`switch_rows` particles, then with the second.
+with the first until the estimated NumPy time of its calls (:class:`NumpyCost`) reaches
+:data:`NUMPY_SECONDS`, then with the second.
 The count is per density object and a chain starts its own
 (:meth:`~pymc_crais.samplers.engine.compile.ModelDensity.for_chain`), so which rows run on
 which backend depends on the seed only: the same bits whatever ``cores`` is and whatever any
 cache holds. Short runs (one importance-sampling step from a good start: what the defaults
-do on most regressions) never generate Numba code; long ones pay at most a
-:data:`NUMPY_ROW_BUDGET` of NumPy evaluations before the Numba function takes over.
+do on most regressions) never generate Numba code; long ones spend at most about
+:data:`NUMPY_SECONDS` on NumPy before the Numba function takes over. The estimate is a fixed
+function of the graph and the calls, never a clock, so it cannot change the bits.
 
 Graphs with a node whose Python implementation loops in Python (over the particles:
 ``Blockwise``, ``Scan``, ``OpFromGraph``; or over the elements: an ``Elemwise`` whose scalar
@@ -25,31 +27,40 @@ operation has no NumPy ufunc) are compiled on Numba at once (:func:`python_loop_
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 __all__ = [
     "NUMPY_MODE_NAME",
-    "NUMPY_ROW_BUDGET",
+    "ELEMENT_SECONDS",
+    "NODE_SECONDS",
+    "NUMPY_SECONDS",
+    "NumpyCost",
     "StagedCompiler",
     "TwoStage",
     "numpy_first_kwargs",
     "numpy_mode",
     "python_loop_nodes",
     "row_cost",
-    "switch_rows",
 ]
 
 NUMPY_MODE_NAME = "pymc_crais_numpy"
 """The name of :func:`numpy_mode`: PyTensor's ``fast_run`` rewrites without elemwise fusion,
 run on the Python linker (each node a NumPy call)."""
 
-NUMPY_ROW_BUDGET = 2e7
-"""Particle-evaluations a chain makes on NumPy before its density switches to Numba, in units
-of :func:`row_cost` (particles × (nodes + data elements)). Measured NumPy costs were 0.6–6
-ns a unit on the validation suite's loop-free models (2,000 particles, warm), so a chain
-spends at most about 0.1 s on NumPy before the switch; a 3-parameter, 100-row regression
-with one importance-sampling step stays under it (``benchmarks/reports/first-call.md``)."""
+NUMPY_SECONDS = 0.5
+"""The estimated NumPy time (:class:`NumpyCost`) a chain spends before its density switches to
+Numba: a rent-or-buy bound. A run that would finish within it never pays Numba's code
+generation (seconds with a cold cache, a few tenths of a second to load a cached function);
+a longer one pays at most this much more than a Numba-only run. ``0`` turns the NumPy stage
+off."""
+
+NODE_SECONDS = 15e-6
+"""Estimated NumPy cost of one node in one call, whatever the number of particles (PyTensor's
+Python linker: 7–20 µs a node measured on the validation suite's graphs)."""
+
+ELEMENT_SECONDS = 1.5e-9
+"""Estimated NumPy cost of one particle and one unit of :func:`row_cost` (0.6–6 ns measured
+on the validation suite's loop-free graphs, 2,000 particles)."""
 
 _LOOPING_OPS = ("Blockwise", "Scan", "OpFromGraph")
 
@@ -65,8 +76,8 @@ def numpy_mode():
 def numpy_first_kwargs(compile_kwargs: dict) -> dict | None:
     """``compile_kwargs`` for the NumPy stage, or None where there is to be no NumPy stage:
     the caller chose a mode (``backend=``, ``compile_kwargs={"mode": ...}``), PyTensor's
-    default mode is not Numba's, or :data:`NUMPY_ROW_BUDGET` is 0 (no NumPy stage)."""
-    if compile_kwargs.get("mode") is not None or NUMPY_ROW_BUDGET <= 0:
+    default mode is not Numba's, or :data:`NUMPY_SECONDS` is 0."""
+    if compile_kwargs.get("mode") is not None or NUMPY_SECONDS <= 0:
         return None
     from pytensor.compile.mode import get_mode
 
@@ -116,7 +127,7 @@ def _elemwise_is_ufunc(op, node) -> bool:
 
 
 def row_cost(fgraph) -> int:
-    """Units a particle's evaluation costs on NumPy (:data:`NUMPY_ROW_BUDGET`): the graph's
+    """Units a particle's evaluation costs on NumPy (:data:`ELEMENT_SECONDS` each): the graph's
     nodes plus the elements of its data (constants and shared variables)."""
     import numpy as np
     from pytensor.compile.sharedvalue import SharedVariable
@@ -132,10 +143,36 @@ def row_cost(fgraph) -> int:
     return len(fgraph.apply_nodes) + data
 
 
-def switch_rows(fgraph) -> int:
-    """Particle-evaluations on NumPy before the switch to Numba (:data:`NUMPY_ROW_BUDGET`
-    over :func:`row_cost`)."""
-    return max(1, math.ceil(NUMPY_ROW_BUDGET / row_cost(fgraph)))
+@dataclass(frozen=True)
+class NumpyCost:
+    """The estimated NumPy time of a model's calls, and the budget a chain spends on them.
+
+    Attributes
+    ----------
+    per_call : float
+        Seconds a call costs whatever its size (:data:`NODE_SECONDS` × nodes).
+    per_row : float
+        Seconds each particle adds (:data:`ELEMENT_SECONDS` × :func:`row_cost`).
+    budget : float
+        :data:`NUMPY_SECONDS` when the cost was estimated.
+    """
+
+    per_call: float
+    per_row: float
+    budget: float
+
+    @classmethod
+    def of(cls, fgraph) -> NumpyCost:
+        """The estimate for the compiled graph ``fgraph``."""
+        return cls(
+            NODE_SECONDS * len(fgraph.apply_nodes),
+            ELEMENT_SECONDS * row_cost(fgraph),
+            NUMPY_SECONDS,
+        )
+
+    def call(self, rows: int) -> float:
+        """Estimated seconds of one call on ``rows`` particles."""
+        return self.per_call + rows * self.per_row
 
 
 @dataclass(frozen=True)
@@ -165,15 +202,15 @@ class StagedCompiler:
 
     def __init__(self, compiler, numpy_compiler):
         self.compiler, self.numpy_compiler = compiler, numpy_compiler
-        self.switch_rows: int | None = None
+        self.cost: NumpyCost | None = None
 
     def compile(self, inputs, outputs, lazy=False):
         if not self.numpy_compiler:
             return self.compiler.compile(inputs, outputs, lazy=lazy)
         first = self.numpy_compiler.compile(inputs, outputs, lazy=lazy)
-        if self.switch_rows is None:  # the deciding (eager) function
+        if self.cost is None:  # the deciding (eager) function
             if python_loop_nodes(first.maker.fgraph):
                 self.numpy_compiler = None
                 return self.compiler.compile(inputs, outputs, lazy=lazy)
-            self.switch_rows = switch_rows(first.maker.fgraph)
+            self.cost = NumpyCost.of(first.maker.fgraph)
         return TwoStage(first, self.compiler.compile(inputs, outputs, lazy=True))
