@@ -255,5 +255,7 @@ def plan_smc(
         stages=persistent_stages(persistent, setup) if persistent else None,
         idle_mcmc_steps=st.resolved_idle_mcmc_steps(persistent),
     )
-    path = build_path(setup, path, alpha, c, attrs, path_kwargs)
-    return AnnealPlan(setup, path, sched, "SMC", run_options, attrs, {}, t_start)
+    built = build_path(setup, path, alpha, c, attrs, path_kwargs)
+    # a second run from the refit start needs a path and stages that do not depend on q0
+    refit = "restart" if path == "geometric" and not persistent else "check"
+    return AnnealPlan(setup, built, sched, "SMC", run_options, attrs, {}, t_start, refit)
