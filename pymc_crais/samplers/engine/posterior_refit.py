@@ -30,6 +30,7 @@ second run disagrees too, :func:`pymc_crais.diagnostics.check_run` flags it (``r
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,10 +141,13 @@ def checked_chains(setup, chains: list, attrs: dict, rerun=None) -> list:
 
     The check's generator and the second run's are children of the run-level generator
     spawned here, after every other use of it, so the first run is the same bits as without
-    the check, whatever ``cores`` is.
+    the check, whatever ``cores`` is. ``refit_seconds`` records the time spent in the checks
+    (the second run's is in ``sampling_time``).
     """
+    t0 = time.perf_counter()
     kids = setup.aux_rng.spawn(2 + setup.chains)
     check = refit_check(setup, chains, kids[0])
+    attrs["refit_seconds"] = time.perf_counter() - t0
     if check is None:
         attrs["refit_checked"] = False
         return chains
@@ -159,7 +163,9 @@ def checked_chains(setup, chains: list, attrs: dict, rerun=None) -> list:
         refit_first_mcse_run=check.run_mcse,
         sampling_time=float(attrs.get("sampling_time", 0.0)) + seconds,
     )
+    t0 = time.perf_counter()
     again = refit_check(setup, second, kids[1])
+    attrs["refit_seconds"] += time.perf_counter() - t0
     n = check.n_evals + first_evals
     if again is not None:
         attrs.update(again.attrs())
