@@ -69,8 +69,12 @@ def sample_smc(
         As in :func:`pymc_crais.sample_ais`.
     compute_convergence_checks : bool, default True
         Accepted for compatibility; the run's own checks (genealogy, Pareto k̂, mixing,
-        chain agreement) always run and raise :class:`pymc_crais.UnreliableEvidenceWarning`
-        (see :func:`pymc_crais.diagnose`).
+        chain agreement, the posterior refit check) always run and raise
+        :class:`pymc_crais.UnreliableEvidenceWarning` (see :func:`pymc_crais.diagnose`).
+        The posterior refit check compares ``log Ẑ`` with importance sampling from a
+        Student-t fitted to the chains' draws; a run well below a light-tailed estimate is
+        annealed once more from that Student-t and the second run is returned (attrs
+        ``refit_*``; :mod:`pymc_crais.samplers.engine.posterior_refit`).
     **kernel_kwargs
         ``schedule`` (``"ess"`` default, ``"cess"``, ``"constant_rate"`` = CR-SMC, a fixed
         name, an array or a previous result); ``threshold`` (ρ of the ESS/CESS rules,
