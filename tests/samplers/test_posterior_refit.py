@@ -30,8 +30,9 @@ def _density():
     return FunctionDensity(
         2,
         log_q0=lambda x: stats.norm.logpdf(x, 0.0, 3.0).sum(axis=1),
-        log_target=lambda x: stats.norm.logpdf(x, 0.0, 3.0).sum(axis=1)
-        - 0.5 * np.sum((x - M) ** 2, axis=1),
+        log_target=lambda x: (
+            stats.norm.logpdf(x, 0.0, 3.0).sum(axis=1) - 0.5 * np.sum((x - M) ** 2, axis=1)
+        ),
     )
 
 
@@ -143,7 +144,9 @@ def test_bugs_oneway_trapped_run_is_restarted_and_right():
     inst = get_case("applied_bugs_oneway").build()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        idata = pmc.sample_smc(model=inst.model, chains=4, random_seed=2, progressbar=False, cores=1)
+        idata = pmc.sample_smc(
+            model=inst.model, chains=4, random_seed=2, progressbar=False, cores=1
+        )
     at = idata["sample_stats"].attrs
     assert at["refit_restarted"] and at["refit_first_disagrees"]
     assert at["refit_first_run_log_z"] < inst.log_z - 3.0

@@ -41,7 +41,15 @@ from ...core.refit import importance_estimate, student_t_from_draws
 from ...tail_stats import KHAT_THRESHOLD, heavy_tail_factor, pareto_khat
 from .init_auto import DF, SCALE
 
-__all__ = ["REFIT_DRAWS", "REFIT_FLOOR", "REFIT_SIGMA", "RefitCheck", "checked_chains", "refit_check"]
+__all__ = [
+    "REFIT_DRAWS",
+    "REFIT_FLOOR",
+    "REFIT_SIGMA",
+    "RefitCheck",
+    "checked_chains",
+    "refit_check",
+    "restart_setup",
+]
 
 REFIT_DRAWS = 2000
 """Draws of the fitted Student-t (model evaluations of the check)."""
@@ -96,9 +104,10 @@ def _khat(log_w) -> float:
 
 def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     """Check a run's chains against importance sampling from a Student-t fitted to their
-    draws (see the module); ``None`` when there is nothing to fit (discrete variables, a
-    degenerate or non-finite population)."""
-    if setup.layout.has_discrete:
+    draws (see the module); ``None`` when there is nothing to fit or compare (discrete
+    variables, a degenerate or non-finite population, a chain without a finite ``log Ẑ``)."""
+    lz = np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64)
+    if setup.layout.has_discrete or not np.all(np.isfinite(lz)):
         return None
     proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=SCALE, df=DF)
     if proposal is None:
@@ -109,7 +118,6 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     )
     est = importance_estimate(base, proposal, rng, REFIT_DRAWS, gradient=grad)
     k = _khat(est.log_weights)
-    lz = np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64)
     v = np.array([c.log_z_variance for c in chains], dtype=np.float64)
     f = heavy_tail_factor([pareto_khat(c.log_weights) for c in chains])
     run_lz, run_mcse, _ = combine_chain_estimates(lz, v, f)
@@ -129,7 +137,9 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
 def restart_setup(setup, proposal, chain_rngs):
     """``setup`` with ``proposal`` as its start and ``chain_rngs`` as the chains' generators."""
     new = copy.copy(setup)  # a RunSetup (or any object with its fields)
-    new.density = InitialReweightedDensity(setup.layout.dim, base=_base_density(setup), initial=proposal)
+    new.density = InitialReweightedDensity(
+        setup.layout.dim, base=_base_density(setup), initial=proposal
+    )
     new.draw, new.chain_rngs = proposal.draw, list(chain_rngs)
     return new
 
