@@ -225,7 +225,7 @@ def ours_evals(idata) -> int:
     st = idata["sample_stats"]
     return int(np.asarray(st["n_logp_evals"].values).sum()) + sum(
         int(st.attrs.get(k, 0))
-        for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
+        for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace", "n_logp_evals_refit")
     )
 
 

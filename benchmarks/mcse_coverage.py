@@ -86,7 +86,7 @@ def record(case, sampler, seed, idata, exact, caught, seconds) -> dict:
         "seconds": seconds,
         # model evaluations as validate.py counts them (chains plus run-level work)
         "evals": int(np.sum(st["n_logp_evals"].values))
-        + sum(int(st.attrs.get(k, 0)) for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")),
+        + sum(int(st.attrs.get(k, 0)) for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace", "n_logp_evals_refit")),
         "n_stages": st["n_stages"].values.tolist(),
     }
 

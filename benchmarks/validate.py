@@ -39,7 +39,8 @@ result; for ``pm.sample_smc`` the same combination of its chains' last
 during the sampler call and the combination (class names, counted; any
 ``UnreliableEvidenceWarning`` is marked); wall time (contended machine, includes
 compilation); model evaluations (our samplers' ``n_logp_evals`` summed over chains plus
-pilot/tuning/Laplace evaluations; PyMC: counted). A run *misses* when
+pilot/tuning/Laplace evaluations and the posterior refit check's, a discarded first run
+included; PyMC: counted). A run *misses* when
 ``|error| > 3 · sqrt(MCSE² + MCSE_ref²)`` (``MCSE_ref`` the reference's own, 0 when exact) or
 ``|error|`` exceeds 0.1 nat (exact reference) / 0.3 nat (reference
 case) plus 3 × the reference's own MCSE; a miss without an ``UnreliableEvidenceWarning`` is
@@ -129,7 +130,7 @@ def _plain(v):
 
 def _our_evals(idata) -> int:
     st = idata["sample_stats"]
-    extra = ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
+    extra = ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace", "n_logp_evals_refit")
     return int(np.sum(st["n_logp_evals"].values)) + sum(int(st.attrs.get(k, 0)) for k in extra)
 
 
@@ -232,7 +233,7 @@ def run_one(
                 per_chain = np.array(
                     [np.asarray(v, float)[-1] for v in st["log_marginal_likelihood"].values]
                 )
-                extra = ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
+                extra = ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace", "n_logp_evals_refit")
                 evals = int(sum(np.asarray(v, float)[-1] for v in st["n_logp_evals"].values))
                 evals += sum(int(st.attrs.get(k, 0)) for k in extra)
                 rec["init_used"] = {k: _plain(st.attrs[k]) for k in INIT_ATTRS if k in st.attrs}
@@ -249,6 +250,7 @@ def run_one(
                 evals = _our_evals(idata)
                 sattrs = idata["sample_stats"].attrs
                 rec["init_used"] = {k: _plain(sattrs[k]) for k in INIT_ATTRS if k in sattrs}
+                rec["refit"] = {k: _plain(v) for k, v in sattrs.items() if k.startswith("refit_")}
             rec.update(status="ok", log_z=float(log_z), mcse=float(mcse),
                        log_z_chains=[float(v) for v in np.ravel(per_chain)], evals=evals)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 (recorded, the suite goes on)

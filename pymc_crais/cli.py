@@ -43,7 +43,7 @@ PIMA_DROPPED = ("skin_thickness", "age")
 def _evals(idata) -> int:
     st = idata.sample_stats
     return int(st["n_logp_evals"].sum()) + sum(
-        int(st.attrs.get(k, 0)) for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace")
+        int(st.attrs.get(k, 0)) for k in ("n_logp_evals_tune", "n_logp_evals_pilot", "n_logp_evals_laplace", "n_logp_evals_refit")
     )
 
 

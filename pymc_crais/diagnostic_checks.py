@@ -222,6 +222,25 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                 "Increase max_steps (or lower the adaptive schedule's threshold).",
             )
         )
+    if bool(attrs.get("refit_disagrees", False)):
+        again = " (after a second run from that Student-t)" if attrs.get("refit_restarted") else ""
+        out.append(
+            Problem(
+                "refit",
+                None,
+                f"importance sampling from a Student-t fitted to the run's own posterior draws "
+                f"gives log Z = {float(attrs['refit_log_z']):.3f} ± "
+                f"{float(attrs['refit_mcse']):.3f} (Pareto k̂ {float(attrs['refit_pareto_k']):.2f}), "
+                f"{float(attrs['refit_gap_sigma']):.1f} standard errors above the run's "
+                f"{float(attrs['refit_run_log_z']):.3f}{again}: the annealing lost posterior mass "
+                "on its way (a start where the posterior has little mass, such as a centred "
+                "funnel's neck, that the population's weight never left).",
+                "Reparameterize the model (non-centred random effects, weakly informative "
+                "priors in place of Gamma(0.001, 0.001) precisions), or run with more "
+                "particles (draws) and a gentler schedule (threshold closer to 1) until the "
+                "check passes.",
+            )
+        )
     lz = np.array([val(r, "log_marginal_likelihood") for r in rows])
     v = np.array([val(r, "log_marginal_likelihood_mcse") ** 2 for r in rows])
     q, p = chain_agreement(lz, v * heavy_tail_factor(pooled))

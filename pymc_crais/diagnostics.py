@@ -39,6 +39,14 @@ prints a report. The checks and their thresholds (docs/reliability.md,
     were found, also when the estimate is right.
 ``max_steps``
     ``max_steps`` forced the last step to τ = 1 (``hit_max_steps``).
+``refit``
+    ``sample_smc`` (its geometric path): importance sampling from a Student-t fitted to the
+    run's pooled posterior draws (:mod:`pymc_crais.samplers.engine.posterior_refit`), whose
+    weights have Pareto k̂ ≤ 0.7, lies more than 3 combined standard errors plus 0.05 nat
+    above the run's ``log Ẑ``: the annealing lost mass (all chains can agree on it). The
+    sampler then anneals once more from that Student-t and returns the second run; the
+    check is raised only when the second run disagrees too (or, outside the geometric
+    path, when the first does).
 ``chains``
     The chains disagree beyond their errors: the chi-square statistic of their
     ``log Ẑ_c`` against the within-chain variances has a p-value below 0.001, or they span

@@ -69,8 +69,12 @@ def sample_smc(
         As in :func:`pymc_crais.sample_ais`.
     compute_convergence_checks : bool, default True
         Accepted for compatibility; the run's own checks (genealogy, Pareto k̂, mixing,
-        chain agreement) always run and raise :class:`pymc_crais.UnreliableEvidenceWarning`
-        (see :func:`pymc_crais.diagnose`).
+        chain agreement, the posterior refit check) always run and raise
+        :class:`pymc_crais.UnreliableEvidenceWarning` (see :func:`pymc_crais.diagnose`).
+        The posterior refit check compares ``log Ẑ`` with importance sampling from a
+        Student-t fitted to the chains' draws; a run well below a light-tailed estimate is
+        annealed once more from that Student-t and the second run is returned (attrs
+        ``refit_*``; :mod:`pymc_crais.samplers.engine.posterior_refit`).
     **kernel_kwargs
         ``schedule`` (``"ess"`` default, ``"cess"``, ``"constant_rate"`` = CR-SMC, a fixed
         name, an array or a previous result); ``threshold`` (ρ of the ESS/CESS rules,
@@ -255,5 +259,7 @@ def plan_smc(
         stages=persistent_stages(persistent, setup) if persistent else None,
         idle_mcmc_steps=st.resolved_idle_mcmc_steps(persistent),
     )
-    path = build_path(setup, path, alpha, c, attrs, path_kwargs)
-    return AnnealPlan(setup, path, sched, "SMC", run_options, attrs, {}, t_start)
+    built = build_path(setup, path, alpha, c, attrs, path_kwargs)
+    # a second run from the refit start needs a path and stages that do not depend on q0
+    refit = "restart" if path == "geometric" and not persistent else "check"
+    return AnnealPlan(setup, built, sched, "SMC", run_options, attrs, {}, t_start, refit)

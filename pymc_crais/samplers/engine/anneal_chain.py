@@ -21,6 +21,7 @@ from ...core.resampling import systematic
 from ...core.schedules import Schedule
 from ...core.weights import normalized_weights
 from .pipeline import RunSetup, finish
+from .posterior_refit import checked_chains
 from .progress import ChainProgress, stage_callback
 from .runner import run_chains
 
@@ -106,6 +107,10 @@ class AnnealPlan:
     attrs: dict
     extra: dict
     t_start: float
+    refit: str = "off"
+    """``"off"``, ``"check"`` (the posterior refit check, recorded and flagged) or
+    ``"restart"`` (the check, and a second run from the fitted start when the first
+    disagrees): :mod:`pymc_crais.samplers.engine.posterior_refit`."""
 
     def task(self, chain: int, rng: np.random.Generator) -> AnnealTask:
         """The task of chain ``chain`` with generator ``rng``."""
@@ -126,8 +131,14 @@ class AnnealPlan:
         outs, self.attrs["sampling_time"] = run_anneal_chains(
             self.setup, self.path, self.schedule, self.label, self.options
         )
+        if self.refit != "off":
+            rerun = self._rerun if self.refit == "restart" else None
+            outs = checked_chains(self.setup, outs, self.attrs, rerun)
         self.attrs["wall_time"] = time.perf_counter() - self.t_start
         return finish(self.setup, outs, self.attrs, self.extra)
+
+    def _rerun(self, setup: RunSetup):
+        return run_anneal_chains(setup, self.path, self.schedule, self.label, self.options)
 
 
 def run_anneal_chains(

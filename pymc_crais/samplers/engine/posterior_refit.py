@@ -1,0 +1,186 @@
+"""The posterior refit check of an annealing run, and the restart it calls for.
+
+After the chains, a Student-t fitted to their pooled posterior draws (mean and covariance,
+scale × :data:`~pymc_crais.samplers.engine.init_auto.SCALE`, df
+:data:`~pymc_crais.samplers.engine.init_auto.DF`) gives an importance-sampling estimate of
+``log Z`` from :data:`REFIT_DRAWS` draws (:mod:`pymc_crais.core.refit`) that shares nothing
+with the annealing path. The run *disagrees* with it when
+
+* the importance weights have Pareto k̂ ≤ 0.7 (so the estimate and its error are
+  trustworthy; its variance is inflated by
+  :func:`~pymc_crais.tail_stats.heavy_tail_factor`), and
+* the importance estimate lies above the run's by more than :data:`REFIT_SIGMA` combined
+  standard errors plus :data:`REFIT_FLOOR` nats.
+
+One-sided on purpose. Both estimates are unbiased for ``Z``, and an importance estimate far
+*above* the truth is rare (by Markov's inequality it exceeds ``c·Z`` with probability at
+most ``1/c``, whatever the tail), while one far *below* is the proposal's own failure (a
+mode the fit straddles or misses) and says nothing against the run. A run far below a
+light-tailed importance estimate lost mass on its way: its start sat where the posterior
+has little mass (a Laplace start at a centred funnel's neck, ``applied_bugs_oneway``) and
+the annealing never carried the population's weight to the bulk, although the moves did
+carry particles there (which is why the refit finds the bulk).
+
+``sample_smc`` then anneals again from that Student-t, with fresh generators, and returns
+the second run, checked the same way; its ``log Ẑ`` does not depend on the first run's
+randomness except through the start, which is a normalized density, so it is valid. If the
+second run disagrees too, :func:`pymc_crais.diagnostics.check_run` flags it (``refit``).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.estimators import combine_chain_estimates
+from ...core.initial import InitialReweightedDensity
+from ...core.refit import importance_estimate, student_t_from_draws
+from ...tail_stats import KHAT_THRESHOLD, heavy_tail_factor, pareto_khat
+from .init_auto import DF, SCALE
+
+__all__ = [
+    "REFIT_DRAWS",
+    "REFIT_FLOOR",
+    "REFIT_SIGMA",
+    "RefitCheck",
+    "checked_chains",
+    "refit_check",
+    "restart_setup",
+]
+
+REFIT_DRAWS = 2000
+"""Draws of the fitted Student-t (model evaluations of the check)."""
+REFIT_SIGMA = 3.0
+"""Combined standard errors by which the importance estimate must exceed the run's."""
+REFIT_FLOOR = 0.05
+"""Nats added to the tolerance (as :func:`pymc_crais.cross_check`'s ``floor``)."""
+
+
+@dataclass(frozen=True)
+class RefitCheck:
+    """The check of one run: the importance estimate (``log_z``, ``mcse``, ``pareto_k``),
+    the run's combined ``run_log_z`` and ``run_mcse``, the gap in combined standard
+    errors (``gap_sigma``, positive when the importance estimate is higher), whether the
+    run ``disagrees``, the fitted ``proposal`` and the model evaluations ``n_evals``."""
+
+    log_z: float
+    mcse: float
+    pareto_k: float
+    run_log_z: float
+    run_mcse: float
+    gap_sigma: float
+    disagrees: bool
+    proposal: object
+    n_evals: int
+
+    def attrs(self, prefix: str = "refit") -> dict:
+        """The run attributes that record the check."""
+        return {
+            f"{prefix}_log_z": self.log_z,
+            f"{prefix}_mcse": self.mcse,
+            f"{prefix}_pareto_k": self.pareto_k,
+            f"{prefix}_run_log_z": self.run_log_z,
+            f"{prefix}_gap_sigma": self.gap_sigma,
+            f"{prefix}_disagrees": bool(self.disagrees),
+        }
+
+
+def _base_density(setup):
+    """The model's ``(log prior, ℓ)`` density under the run's start."""
+    return getattr(setup.density, "base", None) or setup.density
+
+
+def _khat(log_w) -> float:
+    """k̂ of the check's log-weights: ``inf`` when fewer than 25 are finite, 0 when they
+    are all equal (no tail)."""
+    if np.sum(np.isfinite(log_w)) < 25:
+        return float("inf")
+    k = pareto_khat(log_w)
+    return 0.0 if np.isnan(k) else float(k)
+
+
+def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
+    """Check a run's chains against importance sampling from a Student-t fitted to their
+    draws (see the module); ``None`` when there is nothing to fit or compare (discrete
+    variables, a degenerate or non-finite population, a chain without a finite ``log Ẑ``)."""
+    lz = np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64)
+    if setup.layout.has_discrete or not np.all(np.isfinite(lz)):
+        return None
+    proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=SCALE, df=DF)
+    if proposal is None:
+        return None
+    base = _base_density(setup)
+    grad = bool(getattr(base, "has_gradient", False)) and not getattr(
+        base, "value_function_compiled", True
+    )
+    est = importance_estimate(base, proposal, rng, REFIT_DRAWS, gradient=grad)
+    k = _khat(est.log_weights)
+    v = np.array([c.log_z_variance for c in chains], dtype=np.float64)
+    f = heavy_tail_factor([pareto_khat(c.log_weights) for c in chains])
+    run_lz, run_mcse, _ = combine_chain_estimates(lz, v, f)
+    run_var = run_mcse**2 if np.isfinite(run_mcse) else 0.0
+    sd = float(np.sqrt(heavy_tail_factor(min(k, KHAT_THRESHOLD)) * est.mcse**2 + run_var))
+    gap = est.log_z - run_lz
+    gap_sigma = float(gap / sd) if sd > 0 else float(np.sign(gap) * np.inf)
+    disagrees = bool(
+        k <= KHAT_THRESHOLD and np.isfinite(est.log_z) and gap > REFIT_SIGMA * sd + REFIT_FLOOR
+    )
+    return RefitCheck(
+        est.log_z, est.mcse, k, float(run_lz), float(run_mcse), gap_sigma, disagrees,
+        proposal, est.n_evals,
+    )  # fmt: skip
+
+
+def restart_setup(setup, proposal, chain_rngs):
+    """``setup`` with ``proposal`` as its start and ``chain_rngs`` as the chains' generators."""
+    new = copy.copy(setup)  # a RunSetup (or any object with its fields)
+    new.density = InitialReweightedDensity(
+        setup.layout.dim, base=_base_density(setup), initial=proposal
+    )
+    new.draw, new.chain_rngs = proposal.draw, list(chain_rngs)
+    return new
+
+
+def checked_chains(setup, chains: list, attrs: dict, rerun=None) -> list:
+    """Run the refit check on a run's ``chains`` and record it in ``attrs``; when the run
+    disagrees and ``rerun`` is given (``setup -> (chains, seconds)``), anneal again from the
+    fitted Student-t and return the second run's chains (checked too) instead.
+
+    The check's generator and the second run's are children of the run-level generator
+    spawned here, after every other use of it, so the first run is the same bits as without
+    the check, whatever ``cores`` is. ``refit_seconds`` records the time spent in the checks
+    (the second run's is in ``sampling_time``).
+    """
+    t0 = time.perf_counter()
+    kids = setup.aux_rng.spawn(2 + setup.chains)
+    check = refit_check(setup, chains, kids[0])
+    attrs["refit_seconds"] = time.perf_counter() - t0
+    if check is None:
+        attrs["refit_checked"] = False
+        return chains
+    attrs.update(refit_checked=True, refit_restarted=False, n_logp_evals_refit=check.n_evals)
+    attrs.update(check.attrs())
+    if not check.disagrees or rerun is None:
+        return chains
+    first_evals = int(sum(c.n_logp_evals for c in chains))
+    second, seconds = rerun(restart_setup(setup, check.proposal, kids[2:]))
+    attrs.update(check.attrs("refit_first"))
+    attrs.update(
+        refit_restarted=True,
+        refit_first_mcse_run=check.run_mcse,
+        sampling_time=float(attrs.get("sampling_time", 0.0)) + seconds,
+    )
+    t0 = time.perf_counter()
+    again = refit_check(setup, second, kids[1])
+    attrs["refit_seconds"] += time.perf_counter() - t0
+    n = check.n_evals + first_evals
+    if again is not None:
+        attrs.update(again.attrs())
+        n += again.n_evals
+    else:  # the second run's draws gave nothing to fit: no check of it
+        attrs.update({k: np.nan for k in check.attrs()}, refit_disagrees=False)
+    attrs["n_logp_evals_refit"] = n
+    return second

@@ -1,0 +1,154 @@
+"""The posterior refit check (samplers/engine/posterior_refit.py): it fires on a run whose
+log Ẑ lies below what its own posterior draws support, stays quiet on a right run and on a
+run above the importance estimate, restarts from the fitted start, and is reported."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pymc_crais.core.density import FunctionDensity
+from pymc_crais.core.refit import importance_estimate, student_t_from_draws
+from pymc_crais.diagnostic_checks import find_problems
+from pymc_crais.samplers.engine.posterior_refit import (
+    REFIT_DRAWS,
+    checked_chains,
+    refit_check,
+)
+
+# a 2-d Gaussian posterior: prior N(0, 3² I), likelihood exp(-|x - m|² / 2) (unnormalized)
+M = np.array([1.0, -0.5])
+S2 = 1.0 / (1.0 / 9.0 + 1.0)  # posterior variance per coordinate
+POST_MEAN = M * S2
+LOG_Z = float(
+    np.sum(stats.norm.logpdf(M, 0.0, np.sqrt(10.0)) + 0.5 * np.log(2 * np.pi))
+)  # ∫ N(x; 0, 9) exp(-(x - m)²/2) dx = sqrt(2π) N(m; 0, 10) per coordinate
+
+
+def _density():
+    return FunctionDensity(
+        2,
+        log_q0=lambda x: stats.norm.logpdf(x, 0.0, 3.0).sum(axis=1),
+        log_target=lambda x: (
+            stats.norm.logpdf(x, 0.0, 3.0).sum(axis=1) - 0.5 * np.sum((x - M) ** 2, axis=1)
+        ),
+    )
+
+
+def _setup(chains=4, seed=0):
+    return SimpleNamespace(
+        layout=SimpleNamespace(has_discrete=False, dim=2),
+        density=_density(),
+        aux_rng=np.random.default_rng(seed),
+        chains=chains,
+    )
+
+
+def _chains(log_z, n=2000, chains=4, seed=1, mcse=0.02):
+    """Chains with exact posterior draws and the given log Ẑ (equal final weights)."""
+    rng = np.random.default_rng(seed)
+    return [
+        SimpleNamespace(
+            x=POST_MEAN + np.sqrt(S2) * rng.standard_normal((n, 2)),
+            log_marginal_likelihood=log_z,
+            log_z_variance=(mcse * np.sqrt(chains)) ** 2,
+            log_weights=np.zeros(n),
+            n_logp_evals=100 * n,
+        )
+        for _ in range(chains)
+    ]
+
+
+def test_importance_estimate_from_fitted_student_t_is_right():
+    x = POST_MEAN + np.sqrt(S2) * np.random.default_rng(3).standard_normal((4000, 2))
+    q = student_t_from_draws(x)
+    est = importance_estimate(_density(), q, np.random.default_rng(4), 4000)
+    assert est.n_evals == 4000
+    assert abs(est.log_z - LOG_Z) < 4 * est.mcse + 1e-3
+    assert student_t_from_draws(np.ones((50, 2))) is None  # no spread: nothing to fit
+    assert student_t_from_draws(x[:2]) is None  # fewer draws than d + 1
+
+
+def test_check_fires_on_a_run_that_lost_mass():
+    """All chains agree on a log Ẑ 3 nats low (the trapped BUGS run's pattern)."""
+    setup = _setup()
+    check = refit_check(setup, _chains(LOG_Z - 3.0), np.random.default_rng(5))
+    assert check.disagrees
+    assert check.pareto_k <= 0.7 and check.gap_sigma > 10
+    assert abs(check.log_z - LOG_Z) < 0.1 and check.n_evals == REFIT_DRAWS
+
+
+@pytest.mark.parametrize("offset", [0.0, 3.0])
+def test_check_quiet_on_a_right_run_and_one_sided(offset):
+    """Quiet when the run is right, and when the run is *above* the importance estimate
+    (the proposal's failure, not the run's)."""
+    check = refit_check(_setup(), _chains(LOG_Z + offset), np.random.default_rng(6))
+    assert not check.disagrees
+    assert abs(check.gap_sigma) < 4 if offset == 0 else check.gap_sigma < -10
+
+
+def test_restart_replaces_a_disagreeing_run_and_records_both():
+    setup = _setup()
+    seen = {}
+
+    def rerun(new_setup):
+        seen["setup"] = new_setup
+        first = new_setup.draw(new_setup.chain_rngs[0], 5)  # draws of the fitted start
+        seen["draw"] = first
+        return _chains(LOG_Z, seed=9), 1.5
+
+    attrs = {"sampling_time": 2.0}
+    out = checked_chains(setup, _chains(LOG_Z - 3.0), attrs, rerun)
+    assert out[0].log_marginal_likelihood == LOG_Z
+    assert attrs["refit_restarted"] and attrs["refit_first_disagrees"]
+    assert not attrs["refit_disagrees"]  # the second run agrees
+    assert attrs["sampling_time"] == 3.5
+    assert attrs["n_logp_evals_refit"] == 2 * REFIT_DRAWS + 4 * 100 * 2000
+    # the second run anneals from the fitted Student-t, with the model as its base
+    assert seen["setup"].density.base is setup.density and len(seen["setup"].chain_rngs) == 4
+    assert seen["draw"].shape == (5, 2)
+    assert not find_problems([], attrs)
+
+
+def test_right_run_is_returned_unchanged_and_check_only_flags():
+    chains = _chains(LOG_Z)
+    attrs = {}
+    assert checked_chains(_setup(), chains, attrs, rerun=None) is chains
+    assert attrs["refit_checked"] and not attrs["refit_restarted"]
+    bad = {}
+    checked_chains(_setup(), _chains(LOG_Z - 3.0), bad, rerun=None)  # "check": no restart
+    problems = find_problems([], bad)
+    assert [p.check for p in problems] == ["refit"]
+    assert "Student-t fitted to the run's own posterior draws" in problems[0].message
+
+
+def test_discrete_models_are_not_checked():
+    setup = _setup()
+    setup.layout.has_discrete = True
+    attrs = {}
+    checked_chains(setup, _chains(LOG_Z - 3.0), attrs, rerun=None)
+    assert attrs["refit_checked"] is False and "refit_log_z" not in attrs
+
+
+@pytest.mark.slow
+def test_bugs_oneway_trapped_run_is_restarted_and_right():
+    """End to end (about 15 s): with defaults, seed 2, the first run of the centred BUGS
+    one-way model stays at its Laplace start's funnel neck, 5.3 nats low with no other
+    check failing (2026-11-27); the refit check sees it and the second run is right."""
+    import warnings
+
+    import pymc_crais as pmc
+    from pymc_crais.validation import get_case
+
+    inst = get_case("applied_bugs_oneway").build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pmc.sample_smc(
+            model=inst.model, chains=4, random_seed=2, progressbar=False, cores=1
+        )
+    at = idata["sample_stats"].attrs
+    assert at["refit_restarted"] and at["refit_first_disagrees"]
+    assert at["refit_first_run_log_z"] < inst.log_z - 3.0
+    log_z, mcse = pmc.log_marginal_likelihood(idata)
+    assert abs(log_z - inst.log_z) < 3 * mcse + 0.1
