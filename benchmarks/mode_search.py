@@ -3,7 +3,7 @@
     python benchmarks/mode_search.py [--starts 8,16,32] [--seeds 40] [--cases all]
 
 For every continuous validation case whose Laplace fit passes ``init="auto"``'s checks, the
-search (:func:`pymc_crais.core.initial.search_modes`, as ``choose_initial`` runs it) is run
+search (:func:`pymc_crais.core.mode_search.search_modes`, as ``choose_initial`` runs it) is run
 from ``k`` prior draws for each ``k`` in ``--starts`` and each of ``--seeds`` generators;
 printed: in how many seeds it saw several modes (or a higher density than the fit's mode),
 and the mean model evaluations and milliseconds per start. On a multimodal case every seed
@@ -20,7 +20,8 @@ import warnings
 
 import numpy as np
 
-from pymc_crais.core.initial import laplace_fit, search_modes
+from pymc_crais.core.initial import laplace_fit
+from pymc_crais.core.mode_search import search_modes
 from pymc_crais.samplers.engine import init_auto
 from pymc_crais.samplers.engine.compile import (
     compile_model_density,

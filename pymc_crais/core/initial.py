@@ -7,7 +7,6 @@ the path enormously.
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -19,10 +18,9 @@ __all__ = [
     "GaussianInitial",
     "InitialReweightedDensity",
     "LaplaceFit",
-    "ModeSearch",
     "StudentTInitial",
     "laplace_fit",
-    "search_modes",
+    "maximize_log_density",
 ]
 
 
@@ -214,7 +212,7 @@ class LaplaceFit:
         return float(self.log_density_at_mode + 0.5 * d * np.log(2 * np.pi) + 0.5 * logdet)
 
 
-def _maximize(density: BatchedDensity, x0: np.ndarray, maxiter: int):
+def maximize_log_density(density: BatchedDensity, x0: np.ndarray, maxiter: int):
     """L-BFGS on ``log prior + ℓ`` from ``x0``: SciPy's result (``fun`` is minus the
     log-density)."""
     d = x0.size
@@ -252,7 +250,7 @@ def laplace_fit(density: BatchedDensity, x0: np.ndarray, *, fd_step: float = 1e-
     before = density.n_evals
     x0 = np.asarray(x0, dtype=np.float64).ravel()
     d = x0.size
-    res = _maximize(density, x0, maxiter)
+    res = maximize_log_density(density, x0, maxiter)
     mode = res.x
     h = fd_step * np.maximum(1.0, np.abs(mode))
     pts = np.concatenate([mode + np.diag(h), mode - np.diag(h)])
@@ -280,121 +278,4 @@ def laplace_fit(density: BatchedDensity, x0: np.ndarray, *, fd_step: float = 1e-
         bool(res.success),
         n_nonconcave,
         slope,
-    )
-
-
-@dataclass(frozen=True)
-class ModeSearch:
-    """What short L-BFGS runs from several starting points found, relative to a Laplace fit.
-
-    Attributes
-    ----------
-    n_starts : int
-        Runs made.
-    n_modes : int
-        Distinct local maxima among the converged runs and the fit's mode (1: only the fit's).
-    n_unsettled : int
-        Runs that stopped without converging (iteration cap, or a non-finite density), or
-        that SciPy reports converged at a point that is not stationary: whitened gradient
-        ``‖Lᵀ∇‖`` above :data:`STATIONARY_TOL` (L-BFGS stops on a "relative reduction"
-        where a vague prior's scale leaves the density nearly flat in other coordinates),
-        or whose density is more than :func:`negligible_drop` nats below the fit's mode.
-    max_gain : float
-        Largest ``log density(run's end) − log density(fit's mode)`` over the runs: above 0
-        (beyond rounding) the fit's mode is not the highest one.
-    max_distance : float
-        Largest whitened distance ``‖L⁻¹(x − mode)‖`` (``cov = L Lᵀ`` of the fit) of a
-        converged run's end from the fit's mode.
-    n_evals : int
-        Model evaluations spent.
-    """
-
-    n_starts: int
-    n_modes: int
-    n_unsettled: int
-    max_gain: float
-    max_distance: float
-    n_evals: int
-
-
-STATIONARY_TOL = 1.0
-"""Largest whitened gradient norm ``‖Lᵀ∇ log p‖`` (``cov = L Lᵀ`` of the fit) at which a run's
-end counts as a mode: about the gradient one standard deviation from a Gaussian's mode. A
-start from a BUGS-style ``Gamma(0.001, 0.001)`` precision's prior draw (``log τ ≈ −460``)
-ends after two L-BFGS iterations "converged" at ``log τ ≈ −118`` with a gradient of 15 along
-``log τ`` (whitened ≈ 4); counted, such ends made ``init="auto"`` see 11 modes of a
-unimodal normal model."""
-
-
-def negligible_drop(d: int) -> float:
-    """Nats below the fit's mode beyond which a run's end cannot be a mode that matters:
-    ``50 + 10 d``. Such a mode's share of the posterior mass is below ``e^-50`` unless it is
-    more than ``e^10`` times wider than the fit in every whitened direction. (At a prior
-    draw of a vague precision far out in its tail, ``log τ ≈ −527``, PyMC's gradient
-    underflows to about 0 while the density is 7900 nats below the mode: such an end passes
-    the gradient test but not this one.)"""
-    return 50.0 + 10.0 * d
-
-
-def search_modes(
-    density: BatchedDensity,
-    starts: np.ndarray,
-    fit: LaplaceFit,
-    *,
-    maxiter: int = 200,
-    separation: float = 3.0,
-) -> ModeSearch:
-    """Look for other modes than ``fit.mode``: one short L-BFGS run from each start.
-
-    Two converged ends are the same mode when their whitened distance (in the metric of
-    ``fit.cov``) is at most ``separation``; a converged end farther than that from the
-    fit's mode and every mode already found is a new mode.
-
-    Parameters
-    ----------
-    density : BatchedDensity
-        Evaluates ``(log prior, ℓ)`` with gradients.
-    starts : numpy.ndarray, shape (k, d)
-        Starting points (e.g. prior draws).
-    fit : LaplaceFit
-        The fit whose mode is checked.
-    maxiter : int, default 200
-        L-BFGS iterations per run.
-    separation : float, default 3
-        Whitened distance beyond which two ends are distinct modes.
-
-    Returns
-    -------
-    ModeSearch
-    """
-    from scipy.linalg import solve_triangular
-
-    before = density.n_evals
-    chol = np.linalg.cholesky(fit.cov)
-    modes = [np.zeros(fit.mode.size)]  # whitened, the fit's mode at the origin
-    unsettled, gain, dist = 0, -np.inf, 0.0
-    for x0 in np.atleast_2d(np.asarray(starts, dtype=np.float64)):
-        res = _maximize(density, x0, maxiter)
-        value = -float(res.fun) if res.fun < 1e300 else -np.inf
-        gain = max(gain, value - fit.log_density_at_mode)
-        if not (res.success and np.isfinite(value)):
-            unsettled += 1
-            continue
-        if np.linalg.norm(chol.T @ np.asarray(res.jac, dtype=np.float64)) > STATIONARY_TOL:
-            unsettled += 1  # stopped where the density still climbs: not a mode
-            continue
-        if value < fit.log_density_at_mode - negligible_drop(fit.mode.size):
-            unsettled += 1  # too far below to hold any mass (or a gradient that underflowed)
-            continue
-        z = solve_triangular(chol, res.x - fit.mode, lower=True)
-        dist = max(dist, float(np.linalg.norm(z)))
-        if min(float(np.linalg.norm(z - m)) for m in modes) > separation:
-            modes.append(z)
-    return ModeSearch(
-        int(np.atleast_2d(starts).shape[0]),
-        len(modes),
-        unsettled,
-        float(gain),
-        dist,
-        int(density.n_evals - before),
     )

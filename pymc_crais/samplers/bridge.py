@@ -20,7 +20,8 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import clone_replace, vectorize_graph
 
 from ..core.bridge import PROPOSALS, bridge_estimate
-from ..core.initial import LaplaceFit, search_modes
+from ..core.initial import LaplaceFit
+from ..core.mode_search import search_modes
 from ..evidence_group import attach_evidence
 from ..tail_stats import KHAT_THRESHOLD, arviz_array_stats, pareto_khat
 from ..warnings import UnreliableEvidenceWarning, user_stacklevel
@@ -159,7 +160,7 @@ of a mode search is a mode the chains did not visit."""
 
 def _unvisited_modes(model, layout, ckw, density, theta, rng, n_starts: int) -> tuple[float, str, int]:
     """Local maxima that short L-BFGS runs from ``n_starts`` prior draws reach far from the
-    posterior draws (``core.initial.search_modes`` around the draws' mean and covariance):
+    posterior draws (``core.mode_search.search_modes`` around the draws' mean and covariance):
     ``(count, note, evaluations)``; NaN and the reason where the search cannot run."""
     if n_starts == 0:
         return float("nan"), "not run (mode_search=0)", 0

@@ -1,11 +1,13 @@
 """Applied tier, hierarchical linear-Gaussian models: varying intercepts (centred and
-non-centred, 60 groups), varying intercepts and slopes, and BUGS-style vague precisions.
+non-centred, 60 groups), varying intercepts and slopes, BUGS-style vague precisions and a
+vague flat ``Uniform(0, 1e6)`` scale.
 Each model comes with its log integrand over the hyperparameters two ways (see
 ``applied_models``)."""
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from .applied_numeric import (
     GaussianSpec,
@@ -202,6 +204,44 @@ def _bugs_normal_dense(U):
 
 
 
+UNIFORM_UPPER = 1e6
+
+
+def _uniform_scale_data(n=25, seed=309):
+    return np.random.default_rng(seed).normal(3.0, 2.0, size=n)
+
+
+def uniform_scale():
+    """A normal sample with a vague flat scale: ``σ ~ Uniform(0, 1e6)``, ``μ ~ N(0, 1000²)``."""
+    import pymc as pm
+
+    y = _uniform_scale_data()
+    with pm.Model(coords={"obs": np.arange(y.size)}) as model:
+        mu = pm.Normal("mu", 0.0, 1000.0)
+        sigma = pm.Uniform("sigma", 0.0, UNIFORM_UPPER)
+        pm.Normal("y", mu, sigma, observed=y, dims="obs")
+    return model
+
+
+def _uniform_u(u):
+    # σ = 1e6·logistic(u): the flat density 1e-6 times the Jacobian 1e6·s(u)·s(−u)
+    return -np.logaddexp(0.0, -u) - np.logaddexp(0.0, u)
+
+
+def _uniform_scale_fast(U):
+    y = _uniform_scale_data()
+    sigma = UNIFORM_UPPER * special.expit(U[:, 0])
+    g = np.zeros(y.size, dtype=int)
+    return oneway_marginal(y, g, 1, 0.0, sigma, 0.0, 1e3) + _uniform_u(U[:, 0])
+
+
+def _uniform_scale_dense(U):
+    y = _uniform_scale_data()
+    sigma = UNIFORM_UPPER * special.expit(U[:, 0])
+    cov = design_cov([(np.ones((y.size, 1)), np.full(U.shape[0], 1e6))], sigma**2)
+    return dense_mvn(y, 0.0, cov) + _uniform_u(U[:, 0])
+
+
 HIER_SPECS = [
     GaussianSpec("applied_hier60_centred", lambda: hier_gauss(True),
                  ["tau_log__", "sigma_log__"], _hier_fast, _hier_dense, n_is=12_000),
@@ -214,4 +254,6 @@ HIER_SPECS = [
                  _bugs_fast, _bugs_dense, n_is=20_000),
     GaussianSpec("applied_bugs_normal", bugs_normal, ["tau_log__"], _bugs_normal_fast,
                  _bugs_normal_dense, n_is=20_000),
+    GaussianSpec("applied_uniform_scale", uniform_scale, ["sigma_interval__"],
+                 _uniform_scale_fast, _uniform_scale_dense, n_is=20_000),
 ]  # fmt: skip

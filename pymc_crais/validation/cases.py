@@ -249,6 +249,8 @@ _APPLIED = [
        "one-way random effects, BUGS priors: precisions ~ Gamma(0.001, 0.001)"),
     _a("applied_bugs_normal", "conjugate", "unimodal", "exact", 2, 30,
        "normal sample, BUGS priors: τ ~ Gamma(0.001, 0.001), μ ~ N(0, prec 1e-6)"),
+    _a("applied_uniform_scale", "conjugate", "unimodal", "exact", 2, 25,
+       "normal sample, vague flat scale: σ ~ Uniform(0, 1e6), μ ~ N(0, 1000²)"),
     _a("applied_multilevel_logistic", "logistic", "unimodal", "reference", 33, 360,
        "varying-intercept logistic regression, 30 groups, centred"),
     _a("applied_ordinal", "ordinal", "unimodal", "reference", 7, 200,

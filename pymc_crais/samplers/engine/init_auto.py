@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...core.initial import StudentTInitial, laplace_fit, search_modes, slope_problem
+from ...core.initial import StudentTInitial, laplace_fit, slope_problem
+from ...core.mode_search import search_modes
 from ...tail_stats import KHAT_THRESHOLD, pareto_khat
 
 __all__ = [

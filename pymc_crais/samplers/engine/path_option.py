@@ -21,8 +21,9 @@ import warnings
 
 import numpy as np
 
-from ...core.initial import laplace_fit, search_modes
+from ...core.initial import laplace_fit
 from ...core.ma_path import MomentAveragingPath
+from ...core.mode_search import search_modes
 from ...core.paths import AnnealingPath, make_path
 from ...warnings import PathFallbackWarning, user_stacklevel
 from .compile import initial_point_vector
