@@ -37,7 +37,7 @@ def sample_crais(
     init_kwargs: dict | None = None,
     n_tune_steps: int | None = None,
     tune_draws: int | None = None,
-    variance: str = "weighted",
+    variance: str = "unweighted",
     min_step: float | None = 0.0,
     max_step: float | None = 0.125,
     v_min: float = 1e-3,
@@ -120,14 +120,8 @@ def sample_crais(
         ``n_steps="auto"``, else ``max(32, n_steps // 4)``, or 64 when ``n_steps`` is None).
     tune_draws : int, optional
         Particles of the tuning run (default ``draws``).
-    variance : {"weighted", "unweighted"}, default "weighted"
-        How the rate's variance is estimated (see ConstantRateSchedule): ``"weighted"``
-        under the particles' normalized weights, the variance under ``γ_τ`` that the rule's
-        divergence is about; ``"unweighted"`` over the particles alike (the authors' code,
-        and the default before 2026-11-27), which a heavy-tailed start's far draws of
-        negligible weight inflate, so that the rule crawls near τ = 0 (Sonar: the tuning
-        run's length off target, its relative variance 3 times larger, the final MCSE
-        1.3–1.6 times larger at equal cost; benchmarks/reports/validation.md).
+    variance : {"unweighted", "weighted"}, default "unweighted"
+        How the rate's variance is estimated (see ConstantRateSchedule).
     min_step, max_step : float, default 0 and 1/8
         Bounds on each tuning step ``Δτ``. ``min_step`` guards against stalls (useful for
         α < 0 on targets much narrower than ``q0``).
