@@ -31,7 +31,7 @@ import pymc_crais as pmc
 from pymc_crais.samplers.engine import staged
 
 warnings.simplefilter("ignore")
-staged.NUMPY_SECONDS = 0.005  # switch from NumPy to Numba within each chain
+staged.NUMPY_SECONDS = staged.SETUP_NUMPY_SECONDS = 0.005  # switch to Numba within each chain
 y = np.random.default_rng(0).normal(1.0, 1.0, size=20)
 with pm.Model() as model:
     mu = pm.Normal("mu", 0.0, 2.0)

@@ -51,13 +51,15 @@ def test_both_stages_compute_the_same_density_and_gradients(model):
 
 def test_a_density_switches_after_its_budget_and_each_chain_counts_its_own(model, monkeypatch):
     monkeypatch.setattr(staged, "NUMPY_SECONDS", 1e-9)  # less than any call
+    monkeypatch.setattr(staged, "SETUP_NUMPY_SECONDS", 2e-9)
     from pymc_crais.samplers.engine import compile as compile_mod
 
     compile_mod.clear_compile_cache()
     try:
         dens = compile_model_density(model)
         cost = dens.numpy_cost
-        assert cost.budget == 1e-9 and cost.per_call > 0 and cost.per_row > 0
+        assert cost.budget == 1e-9 and cost.setup_budget == 2e-9
+        assert cost.per_call > 0 and cost.per_row > 0
         assert cost.call(10) == cost.per_call + 10 * cost.per_row
         calls = []
         fn = dens._fn_grad
@@ -78,6 +80,7 @@ def test_a_density_switches_after_its_budget_and_each_chain_counts_its_own(model
 def test_switching_runs_give_the_same_bits_in_one_or_two_processes(model, monkeypatch):
     """Chains that switch mid-run: which rows ran on which backend depends on the seed only."""
     monkeypatch.setattr(staged, "NUMPY_SECONDS", 0.01)
+    monkeypatch.setattr(staged, "SETUP_NUMPY_SECONDS", 0.01)
     from pymc_crais.samplers.engine import compile as compile_mod
 
     compile_mod.clear_compile_cache()

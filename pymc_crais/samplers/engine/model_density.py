@@ -44,6 +44,7 @@ class ModelDensity(BatchedDensity):
     block_rows: int | None = None
     numpy_cost: NumpyCost | None = None
     _numpy_spent: float = field(default=0.0, repr=False)
+    _numpy_budget: float | None = field(default=None, repr=False)  # None: the set-up's
 
     def for_chain(self) -> ModelDensity:
         """A copy for one chain: the same compiled functions, its own count of
@@ -52,7 +53,7 @@ class ModelDensity(BatchedDensity):
         if self.numpy_cost is None:
             return self
         chain = copy.copy(self)
-        chain._numpy_spent = 0.0
+        chain._numpy_spent, chain._numpy_budget = 0.0, self.numpy_cost.budget
         return chain
 
     def on_stage(self, numpy: bool) -> ModelDensity:
@@ -67,7 +68,10 @@ class ModelDensity(BatchedDensity):
 
     def _call(self, fn, x):
         if isinstance(fn, TwoStage):
-            fn = fn.stage(self._numpy_spent < self.numpy_cost.budget)
+            budget = self._numpy_budget
+            fn = fn.stage(
+                self._numpy_spent < (self.numpy_cost.setup_budget if budget is None else budget)
+            )
             self._numpy_spent += self.numpy_cost.call(x.shape[0])
         if self.vectorized:
             return call_in_blocks(fn, x, self.block_rows)

@@ -11,7 +11,7 @@ So, where PyTensor's default mode is Numba's and the caller chose no mode, the b
 density is compiled twice over one graph: :data:`NUMPY_MODE` now, Numba lazily
 (:class:`TwoStage`). A :class:`~pymc_crais.samplers.engine.compile.ModelDensity` evaluates
 with the first until the estimated NumPy time of its calls (:class:`NumpyCost`) reaches
-:data:`NUMPY_SECONDS`, then with the second.
+:data:`NUMPY_SECONDS` (:data:`SETUP_NUMPY_SECONDS` before the chains), then with the second.
 The count is per density object and a chain starts its own
 (:meth:`~pymc_crais.samplers.engine.compile.ModelDensity.for_chain`), so which rows run on
 which backend depends on the seed only: the same bits whatever ``cores`` is and whatever any
@@ -34,6 +34,7 @@ __all__ = [
     "ELEMENT_SECONDS",
     "NODE_SECONDS",
     "NUMPY_SECONDS",
+    "SETUP_NUMPY_SECONDS",
     "NumpyCost",
     "StagedCompiler",
     "TwoStage",
@@ -47,20 +48,25 @@ NUMPY_MODE_NAME = "pymc_crais_numpy"
 """The name of :func:`numpy_mode`: PyTensor's ``fast_run`` rewrites without elemwise fusion,
 run on the Python linker (each node a NumPy call)."""
 
-NUMPY_SECONDS = 0.5
+NUMPY_SECONDS = 1.0
 """The estimated NumPy time (:class:`NumpyCost`) a chain spends before its density switches to
 Numba: a rent-or-buy bound. A run that would finish within it never pays Numba's code
 generation (seconds with a cold cache, a few tenths of a second to load a cached function);
 a longer one pays at most this much more than a Numba-only run. ``0`` turns the NumPy stage
 off."""
 
-NODE_SECONDS = 15e-6
-"""Estimated NumPy cost of one node in one call, whatever the number of particles (PyTensor's
-Python linker: 7–20 µs a node measured on the validation suite's graphs)."""
+SETUP_NUMPY_SECONDS = 1.5
+"""The same bound for the run's set-up, before the chains (the Laplace fit, the mode search's
+32 short L-BFGS runs, the pilots): hundreds of calls on one or a few particles, where NumPy's
+cost a node and call dominates (0.7 s of them for a 3-parameter, 100-row regression)."""
 
-ELEMENT_SECONDS = 1.5e-9
-"""Estimated NumPy cost of one particle and one unit of :func:`row_cost` (0.6–6 ns measured
-on the validation suite's loop-free graphs, 2,000 particles)."""
+NODE_SECONDS = 10e-6
+"""Estimated NumPy cost of one node in one call, whatever the number of particles (PyTensor's
+Python linker: 8–12 µs a node measured on one-particle calls of the suite's graphs)."""
+
+ELEMENT_SECONDS = 2e-9
+"""Estimated NumPy cost of one particle and one unit of :func:`row_cost` (0.8–3 ns measured
+on the validation suite's loop-free graphs and a 3-parameter regression, 2,000 particles)."""
 
 _LOOPING_OPS = ("Blockwise", "Scan", "OpFromGraph")
 
@@ -127,12 +133,20 @@ def _elemwise_is_ufunc(op, node) -> bool:
 
 
 def row_cost(fgraph) -> int:
-    """Units a particle's evaluation costs on NumPy (:data:`ELEMENT_SECONDS` each): the graph's
-    nodes plus the elements of its data (constants and shared variables)."""
+    """Units a particle's evaluation costs on NumPy (:data:`ELEMENT_SECONDS` each): the
+    elements each node's outputs hold per particle (static shapes after the batch axis; an
+    unknown length counts 1), or the elements of the graph's data (constants and shared
+    variables, whose shapes a ``pm.Data`` leaves unknown) if there are more."""
     import numpy as np
     from pytensor.compile.sharedvalue import SharedVariable
     from pytensor.graph.basic import Constant
 
+    outputs = 0
+    for node in fgraph.apply_nodes:
+        for out in node.outputs:
+            shape = getattr(out.type, "shape", None)
+            if shape is not None:
+                outputs += int(np.prod([1 if n is None else n for n in shape[1:]]))
     data = 0
     for var in fgraph.variables:
         if isinstance(var, Constant):
@@ -140,7 +154,7 @@ def row_cost(fgraph) -> int:
         elif isinstance(var, SharedVariable):
             value = var.get_value(borrow=True)
             data += int(np.size(value)) if isinstance(value, np.ndarray) else 0
-    return len(fgraph.apply_nodes) + data
+    return max(outputs, data)
 
 
 @dataclass(frozen=True)
@@ -154,12 +168,15 @@ class NumpyCost:
     per_row : float
         Seconds each particle adds (:data:`ELEMENT_SECONDS` × :func:`row_cost`).
     budget : float
-        :data:`NUMPY_SECONDS` when the cost was estimated.
+        :data:`NUMPY_SECONDS` when the cost was estimated (a chain's budget).
+    setup_budget : float
+        :data:`SETUP_NUMPY_SECONDS` then (the budget of the density before the chains).
     """
 
     per_call: float
     per_row: float
     budget: float
+    setup_budget: float
 
     @classmethod
     def of(cls, fgraph) -> NumpyCost:
@@ -168,6 +185,7 @@ class NumpyCost:
             NODE_SECONDS * len(fgraph.apply_nodes),
             ELEMENT_SECONDS * row_cost(fgraph),
             NUMPY_SECONDS,
+            SETUP_NUMPY_SECONDS,
         )
 
     def call(self, rows: int) -> float:
