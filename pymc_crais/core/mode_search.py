@@ -7,14 +7,23 @@ it to look for modes its draws did not visit.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
 
+from .batch_gate import BatchGate, GatedDensity
 from .density import BatchedDensity
 from .initial import LaplaceFit, maximize_log_density
 
-__all__ = ["CONFIRM_RUNS", "STATIONARY_TOL", "ModeSearch", "negligible_drop", "search_modes"]
+__all__ = [
+    "CONFIRM_RUNS",
+    "STATIONARY_TOL",
+    "ModeSearch",
+    "maximize_in_lockstep",
+    "negligible_drop",
+    "search_modes",
+]
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,7 @@ def search_modes(
     chol = np.linalg.cholesky(fit.cov)
     modes = [np.zeros(fit.mode.size)]  # whitened, the fit's mode at the origin
     unsettled, gain, dist = 0, -np.inf, 0.0
+
     def settled_end(res):
         """The whitened end of a run, or None if it is not a mode that matters."""
         value = -float(res.fun) if res.fun < 1e300 else -np.inf
@@ -125,8 +135,8 @@ def search_modes(
             return None  # too far below to hold any mass (or a gradient that underflowed)
         return solve_triangular(chol, res.x - fit.mode, lower=True)
 
-    for x0 in np.atleast_2d(np.asarray(starts, dtype=np.float64)):
-        res = maximize_log_density(density, x0, maxiter)
+    starts = np.atleast_2d(np.asarray(starts, dtype=np.float64))
+    for res in maximize_in_lockstep(density, starts, maxiter):
         gain = max(gain, -float(res.fun) - fit.log_density_at_mode)
         z = settled_end(res)
         for _ in range(CONFIRM_RUNS):
@@ -149,10 +159,49 @@ def search_modes(
         if min(float(np.linalg.norm(z - m)) for m in modes) > separation:
             modes.append(z)
     return ModeSearch(
-        int(np.atleast_2d(starts).shape[0]),
+        int(starts.shape[0]),
         len(modes),
         unsettled,
         float(gain),
         dist,
         int(density.n_evals - before),
     )
+
+
+def maximize_in_lockstep(density: BatchedDensity, starts: np.ndarray, maxiter: int) -> list:
+    """:func:`~pymc_crais.core.initial.maximize_log_density` from each row of ``starts``,
+    all runs at once: each in a thread, their model calls batched (:class:`BatchGate`), so
+    a round of the runs' iterations costs one batched call instead of one call a run (the
+    search's hundreds of one-particle calls were most of a small model's set-up). Each run
+    computes what it would alone, on rows of a bigger call; the results (SciPy's, in the
+    order of ``starts``) depend only on the starts. An error in one run is raised here."""
+    k = starts.shape[0]
+    if k <= 1:
+        return [maximize_log_density(density, x0, maxiter) for x0 in starts]
+    gate = BatchGate(density, range(k))
+    results: list = [None] * k
+
+    def run(i: int) -> None:
+        try:
+            view = GatedDensity(density.dim, gate=gate, key=i)
+            results[i] = maximize_log_density(view, starts[i], maxiter)
+        except BaseException as err:  # raised below, in the calling thread
+            results[i] = err
+        finally:
+            gate.leave(i)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(k)]
+    for th in threads:
+        th.start()
+    try:
+        for th in threads:
+            th.join()
+    except BaseException:  # Ctrl-C: stop the runs at their next model call
+        gate.close()
+        for th in threads:
+            th.join()
+        raise
+    for res in results:
+        if isinstance(res, BaseException):
+            raise res
+    return results

@@ -20,108 +20,10 @@ import dataclasses
 import threading
 from collections.abc import Callable
 
-import numpy as np
-
 from ...chain_result import ChainResult
-from ...core.density import BatchedDensity, Evaluation
+from ...core.batch_gate import BatchGate, GatedDensity
 
 __all__ = ["BatchGate", "GatedDensity", "run_chains_batched"]
-
-
-class BatchGate:
-    """Collects the evaluation requests of several chains and serves them in one call.
-
-    Parameters
-    ----------
-    density : BatchedDensity
-        The shared density (evaluated by whichever chain completes a batch).
-    keys : iterable
-        One key per chain taking part.
-
-    Attributes
-    ----------
-    n_calls : int
-        Model calls made (a batch with both kinds of request makes two).
-    batch_sizes : list of int
-        Rows of each call.
-    """
-
-    def __init__(self, density: BatchedDensity, keys):
-        self.density = density
-        self.n_calls = 0
-        self.batch_sizes: list[int] = []
-        self._active = set(keys)
-        self._pending: dict = {}
-        self._results: dict = {}
-        self._closed = False
-        self._cond = threading.Condition()
-
-    def evaluate(self, key, x: np.ndarray, gradient: bool) -> Evaluation:
-        """Chain ``key``'s rows ``x``, evaluated with the other chains' waiting requests."""
-        with self._cond:
-            self._pending[key] = (x, bool(gradient))
-            self._dispatch_if_complete()
-            while key not in self._results and not self._closed:
-                self._cond.wait()
-            if key not in self._results:
-                raise RuntimeError("the batched run was stopped (KeyboardInterrupt)")
-            out = self._results.pop(key)
-        if isinstance(out, BaseException):
-            raise out
-        return out
-
-    def leave(self, key) -> None:
-        """Chain ``key`` is done (or failed): the others no longer wait for it."""
-        with self._cond:
-            self._active.discard(key)
-            self._dispatch_if_complete()
-
-    def close(self) -> None:
-        """Stop: every waiting chain (and any later request) raises, so the threads end."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-    def _dispatch_if_complete(self) -> None:
-        # called with the lock held; every running chain is waiting, so evaluating under
-        # the lock blocks nobody
-        if self._closed or not self._pending or not self._active <= set(self._pending):
-            return
-        batch, self._pending = self._pending, {}
-        for gradient in (False, True):
-            keys = sorted(k for k, (_, g) in batch.items() if g == gradient)
-            if keys:
-                self._serve(keys, [batch[k][0] for k in keys], gradient)
-        self._cond.notify_all()
-
-    def _serve(self, keys: list, xs: list, gradient: bool) -> None:
-        sizes = [x.shape[0] for x in xs]
-        try:
-            ev = self.density.evaluate(np.concatenate(xs), gradient)
-        except Exception:  # evaluate each chain alone, so the error reaches the chain it is in
-            for key, x in zip(keys, xs, strict=True):
-                try:
-                    self._results[key] = self.density.evaluate(x, gradient)
-                except Exception as err:
-                    self._results[key] = err
-            return
-        self.n_calls += 1
-        self.batch_sizes.append(int(sum(sizes)))
-        bounds = np.cumsum([0, *sizes])
-        for key, lo, hi in zip(keys, bounds[:-1], bounds[1:], strict=True):
-            parts = (ev.log_q0, ev.delta, ev.grad_log_q0, ev.grad_delta)
-            self._results[key] = Evaluation(*(None if a is None else a[lo:hi] for a in parts))
-
-
-@dataclasses.dataclass
-class GatedDensity(BatchedDensity):
-    """One chain's view of a :class:`BatchGate` (counts that chain's evaluations only)."""
-
-    gate: BatchGate | None = None
-    key: object = None
-
-    def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
-        return self.gate.evaluate(self.key, x, gradient)
 
 
 class _LockedDraw:
