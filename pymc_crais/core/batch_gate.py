@@ -19,7 +19,7 @@ import numpy as np
 
 from .density import BatchedDensity, Evaluation
 
-__all__ = ["BatchGate", "GatedDensity"]
+__all__ = ["BatchGate", "GatedDensity", "run_gated"]
 
 
 class BatchGate:
@@ -116,3 +116,34 @@ class GatedDensity(BatchedDensity):
 
     def _evaluate(self, x: np.ndarray, gradient: bool) -> Evaluation:
         return self.gate.evaluate(self.key, x, gradient)
+
+
+def run_gated(gate: BatchGate, work, n: int) -> list:
+    """``work(i)`` for ``i = 0 … n-1``, each in a thread of its own whose model calls go
+    through ``gate`` (keys ``0 … n-1``); a thread leaves the gate when its work ends.
+
+    Returns each call's result, or the exception it raised, in order. Ctrl-C in the calling
+    thread closes the gate, so every thread stops at its next model call, then re-raises.
+    """
+    results: list = [None] * n
+
+    def run(i: int) -> None:
+        try:
+            results[i] = work(i)
+        except BaseException as err:  # returned to the calling thread
+            results[i] = err
+        finally:
+            gate.leave(i)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+    for th in threads:
+        th.start()
+    try:
+        for th in threads:
+            th.join()
+    except BaseException:  # Ctrl-C: stop the callers at their next model call
+        gate.close()
+        for th in threads:
+            th.join()
+        raise
+    return results

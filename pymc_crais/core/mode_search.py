@@ -7,12 +7,11 @@ it to look for modes its draws did not visit.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from .batch_gate import BatchGate, GatedDensity
+from .batch_gate import BatchGate, GatedDensity, run_gated
 from .density import BatchedDensity
 from .initial import LaplaceFit, maximize_log_density
 
@@ -179,28 +178,12 @@ def maximize_in_lockstep(density: BatchedDensity, starts: np.ndarray, maxiter: i
     if k <= 1:
         return [maximize_log_density(density, x0, maxiter) for x0 in starts]
     gate = BatchGate(density, range(k))
-    results: list = [None] * k
 
-    def run(i: int) -> None:
-        try:
-            view = GatedDensity(density.dim, gate=gate, key=i)
-            results[i] = maximize_log_density(view, starts[i], maxiter)
-        except BaseException as err:  # raised below, in the calling thread
-            results[i] = err
-        finally:
-            gate.leave(i)
+    def run(i: int):
+        view = GatedDensity(density.dim, gate=gate, key=i)
+        return maximize_log_density(view, starts[i], maxiter)
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(k)]
-    for th in threads:
-        th.start()
-    try:
-        for th in threads:
-            th.join()
-    except BaseException:  # Ctrl-C: stop the runs at their next model call
-        gate.close()
-        for th in threads:
-            th.join()
-        raise
+    results = run_gated(gate, run, k)
     for res in results:
         if isinstance(res, BaseException):
             raise res

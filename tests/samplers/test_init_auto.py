@@ -272,3 +272,38 @@ def test_a_gentle_slope_where_lbfgs_stops_is_not_a_second_mode():
         warnings.simplefilter("error", pmc.UnreliableEvidenceWarning)
         idata = pmc.sample_smc(model=model, random_seed=2, chains=4, cores=1, progressbar=False)
     assert idata["sample_stats"].attrs["init_n_modes"] == 1
+
+
+def test_lockstep_runs_equal_the_runs_one_at_a_time_and_batch_their_calls():
+    from pymc_crais.core.initial import maximize_log_density
+    from pymc_crais.core.mode_search import maximize_in_lockstep
+
+    starts = np.array([[2.0, 1.0], [-2.5, 0.5], [4.0, -1.0], [0.3, 2.0]])
+    alone = [maximize_log_density(_two_mode_density(), x0, 200) for x0 in starts]
+    dens = _two_mode_density()
+    together = maximize_in_lockstep(dens, starts, 200)
+    for a, b in zip(alone, together, strict=True):
+        assert a.x.tobytes() == b.x.tobytes() and a.nit == b.nit and a.fun == b.fun
+    assert dens.n_evals == sum(r.nfev for r in alone)  # every row evaluated, once
+    calls = []
+    counting = _two_mode_density()
+    original = counting._evaluate
+    counting._evaluate = lambda x, g: calls.append(x.shape[0]) or original(x, g)
+    maximize_in_lockstep(counting, starts, 200)
+    assert len(calls) == max(r.nfev for r in alone) and max(calls) == len(starts)
+
+
+def test_an_error_in_one_lockstep_run_is_raised():
+    from pymc_crais.core.mode_search import maximize_in_lockstep
+
+    dens = _two_mode_density()
+    original = dens._evaluate
+
+    def failing(x, gradient):
+        if np.any(x[:, 0] > 3.9):
+            raise RuntimeError("boom")
+        return original(x, gradient)
+
+    dens._evaluate = failing
+    with pytest.raises(RuntimeError, match="boom"):
+        maximize_in_lockstep(dens, np.array([[2.0, 1.0], [4.0, -1.0]]), 50)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 
 from ...chain_result import ChainResult
-from ...core.batch_gate import BatchGate, GatedDensity
+from ...core.batch_gate import BatchGate, GatedDensity, run_gated
 
 __all__ = ["BatchGate", "GatedDensity", "run_chains_batched"]
 
@@ -71,26 +71,11 @@ def run_chains_batched(
         )
         for i, t in enumerate(tasks)
     ]
-    results: list = [None] * len(tasks)
 
-    def worker(i: int) -> None:
-        try:
-            results[i] = run(gated[i])
-            on_done(results[i])
-        except BaseException as err:  # reported below, in the calling thread
-            results[i] = err
-        finally:
-            gate.leave(i)
+    def work(i: int) -> ChainResult:
+        result = run(gated[i])
+        on_done(result)
+        return result
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(tasks))]
-    for th in threads:
-        th.start()
-    try:
-        for th in threads:
-            th.join()
-    except BaseException:  # Ctrl-C: stop the chains at their next model call
-        gate.close()
-        for th in threads:
-            th.join()
-        raise
+    results = run_gated(gate, work, len(tasks))
     return results, gate
