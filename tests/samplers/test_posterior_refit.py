@@ -37,9 +37,11 @@ def _density():
 
 
 def _setup(chains=4, seed=0):
+    density = _density()  # started from the prior: the model's density is the run's
     return SimpleNamespace(
         layout=SimpleNamespace(has_discrete=False, dim=2),
-        density=_density(),
+        density=density,
+        model_density=density,
         aux_rng=np.random.default_rng(seed),
         chains=chains,
     )

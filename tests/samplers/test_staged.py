@@ -117,3 +117,50 @@ def test_nodes_that_loop_in_python_are_found():
     # a Blockwise runs its core operation once per batch entry in a Python loop
     m = pt.tensor3("m")
     assert "Blockwise" in python_loop_nodes(_numpy_graph([pt.linalg.det(m)], [m]))
+
+
+@pytest.mark.parametrize("where", ["compile", "first call"])
+def test_a_numpy_stage_that_fails_leaves_numba_alone_not_a_per_particle_loop(
+    model, monkeypatch, where
+):
+    """If PyTensor's Python linker cannot build or run the graph, the density is compiled on
+    Numba alone (vectorized, as without stages), never the per-particle fallback."""
+    import warnings
+
+    from pymc_crais.samplers.engine import compile as compile_mod
+
+    real = compile_mod.DataCompiler
+
+    class Failing(real):
+        def compile(self, inputs, outputs, lazy=False):
+            numpy = isinstance(self.compile_kwargs.get("mode"), type(staged.numpy_mode()))
+            numpy = numpy and self.compile_kwargs["mode"].linker.__class__.__name__ == "PerformLinker"
+            if numpy and where == "compile":
+                raise NotImplementedError("no Python implementation")
+            fn = super().compile(inputs, outputs, lazy=lazy)
+            if numpy and where == "first call":
+
+                class Broken:  # builds, but a call fails (an Op without a Python perform)
+                    maker = fn.maker
+
+                    def __call__(self, *args):
+                        raise NotImplementedError("no Python implementation")
+
+                return Broken()
+            return fn
+
+    monkeypatch.setattr(compile_mod, "DataCompiler", Failing)
+    compile_mod.clear_compile_cache()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", compile_mod.PerParticleFallbackWarning)
+            dens = compile_model_density(model)
+        assert dens.vectorized and dens.numpy_cost is None
+        assert not isinstance(dens._fn_grad, TwoStage)
+        x = _points(model, dens, n=3)
+        ref = compile_model_density(model, compile_kwargs={"mode": "NUMBA"})
+        a, b = dens.evaluate(x, gradient=True), ref.evaluate(x, gradient=True)
+        np.testing.assert_allclose(a.delta, b.delta, rtol=1e-12)
+        np.testing.assert_allclose(a.grad_delta, b.grad_delta, rtol=1e-12, atol=1e-12)
+    finally:
+        compile_mod.clear_compile_cache()

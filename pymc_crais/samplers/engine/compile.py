@@ -325,9 +325,16 @@ def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) 
             # smoke test on two copies of the initial point, so failures surface here, and the
             # first call (Numba's JIT, where there is no NumPy stage) happens here, once, not
             # in every worker process
+            x0 = np.tile(initial_point_vector(model, layout), (2, 1))
             primary = fn_grad or fn
-            primary = primary.first if isinstance(primary, TwoStage) else primary
-            primary(np.tile(initial_point_vector(model, layout), (2, 1)))
+            if isinstance(primary, TwoStage):
+                try:
+                    primary.first(x0)
+                except Exception:  # no Python implementation of some Op: Numba alone
+                    fn_grad, fn = (f.then if isinstance(f, TwoStage) else f for f in (fn_grad, fn))
+                    stages.cost, primary = None, fn_grad or fn
+            if not isinstance(primary, TwoStage):
+                primary(x0)
             return True, fn, fn_grad, grad_error, None, stages.cost
         except Exception as err:
             fallback_reason = f"{type(err).__name__}: {err}"

@@ -98,7 +98,7 @@ def build_path(setup, path: str, alpha: float, c: float, attrs: dict, path_kwarg
     if path == "geometric":
         return make_path(alpha, c)
     layout = setup.layout
-    base = getattr(setup.density, "base", None) or setup.density
+    base = setup.model_density
     if layout.has_discrete or not getattr(base, "has_gradient", False):
         raise ValueError(
             "path='moment_averaging' needs a Laplace fit of the posterior: continuous "

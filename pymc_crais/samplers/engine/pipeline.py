@@ -80,6 +80,12 @@ class RunSetup:
     executor: object = None
     batched: bool = False
 
+    @property
+    def model_density(self):
+        """The model's ``(log prior, ℓ)`` density, whatever start ``density`` anneals from
+        (the base of an :class:`~pymc_crais.core.initial.InitialReweightedDensity`)."""
+        return getattr(self.density, "base", None) or self.density
+
 
 def kernel_attributes(mutation) -> dict:
     """A kernel's description as run attributes: ``kernel`` (its name) and

@@ -88,11 +88,6 @@ class RefitCheck:
         }
 
 
-def _base_density(setup):
-    """The model's ``(log prior, ℓ)`` density under the run's start."""
-    return getattr(setup.density, "base", None) or setup.density
-
-
 def _khat(log_w) -> float:
     """k̂ of the check's log-weights: ``inf`` when fewer than 25 are finite, 0 when they
     are all equal (no tail)."""
@@ -112,7 +107,7 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=SCALE, df=DF)
     if proposal is None:
         return None
-    base = _base_density(setup)
+    base = setup.model_density
     grad = bool(getattr(base, "has_gradient", False)) and not getattr(
         base, "value_function_compiled", True
     )
@@ -138,7 +133,7 @@ def restart_setup(setup, proposal, chain_rngs):
     """``setup`` with ``proposal`` as its start and ``chain_rngs`` as the chains' generators."""
     new = copy.copy(setup)  # a RunSetup (or any object with its fields)
     new.density = InitialReweightedDensity(
-        setup.layout.dim, base=_base_density(setup), initial=proposal
+        setup.layout.dim, base=setup.model_density, initial=proposal
     )
     new.draw, new.chain_rngs = proposal.draw, list(chain_rngs)
     return new

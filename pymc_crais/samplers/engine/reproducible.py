@@ -27,6 +27,7 @@ import threading
 
 __all__ = [
     "LazyFunction",
+    "default_mode_is_numba",
     "ReproducibleFunction",
     "compile_function",
     "few_calls_compile_kwargs",
@@ -186,15 +187,19 @@ def few_calls_compile_kwargs(compile_kwargs: dict) -> dict:
     -------
     dict
     """
-    if compile_kwargs.get("mode") is not None:
+    if compile_kwargs.get("mode") is not None or not default_mode_is_numba():
         return compile_kwargs
+    return {**compile_kwargs, "mode": FEW_CALLS_MODE}
+
+
+def default_mode_is_numba() -> bool:
+    """Whether PyTensor's default mode (used when no ``mode`` is given) runs on Numba."""
     from pytensor.compile.mode import get_mode
 
     try:
-        numba = type(get_mode(None).linker).__name__ == "NumbaLinker"
+        return type(get_mode(None).linker).__name__ == "NumbaLinker"
     except Exception:  # an unknown global mode: PyTensor will say so when compiling
-        return compile_kwargs
-    return {**compile_kwargs, "mode": FEW_CALLS_MODE} if numba else compile_kwargs
+        return False
 
 
 class LazyFunction:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .reproducible import default_mode_is_numba
+
 __all__ = [
     "NUMPY_MODE_NAME",
     "ELEMENT_SECONDS",
@@ -68,8 +70,6 @@ ELEMENT_SECONDS = 2e-9
 """Estimated NumPy cost of one particle and one unit of :func:`row_cost` (0.8–3 ns measured
 on the validation suite's loop-free graphs and a 3-parameter regression, 2,000 particles)."""
 
-_LOOPING_OPS = ("Blockwise", "Scan", "OpFromGraph")
-
 
 def numpy_mode():
     """PyTensor's ``fast_run`` rewrites (stabilizations included) without elemwise fusion, on
@@ -83,15 +83,9 @@ def numpy_first_kwargs(compile_kwargs: dict) -> dict | None:
     """``compile_kwargs`` for the NumPy stage, or None where there is to be no NumPy stage:
     the caller chose a mode (``backend=``, ``compile_kwargs={"mode": ...}``), PyTensor's
     default mode is not Numba's, or :data:`NUMPY_SECONDS` is 0."""
-    if compile_kwargs.get("mode") is not None or NUMPY_SECONDS <= 0:
+    if compile_kwargs.get("mode") is not None or NUMPY_SECONDS <= 0 or not default_mode_is_numba():
         return None
-    from pytensor.compile.mode import get_mode
-
-    try:
-        numba = type(get_mode(None).linker).__name__ == "NumbaLinker"
-    except Exception:  # an unknown global mode: PyTensor will say so when compiling
-        return None
-    return {**compile_kwargs, "mode": numpy_mode()} if numba else None
+    return {**compile_kwargs, "mode": numpy_mode()}
 
 
 def python_loop_nodes(fgraph) -> list[str]:
@@ -102,19 +96,21 @@ def python_loop_nodes(fgraph) -> list[str]:
     found = set()
     for node in fgraph.apply_nodes:
         op = node.op
-        name = type(op).__name__
-        if name in _LOOPING_OPS or isinstance(op, _op_from_graph_types()):
-            found.add(name)
+        if isinstance(op, _python_looping_types()):
+            found.add(type(op).__name__)
         elif isinstance(op, Elemwise) and not _elemwise_is_ufunc(op, node):
             found.add(f"Elemwise{{{type(op.scalar_op).__name__}}}")
     return sorted(found)
 
 
-def _op_from_graph_types() -> tuple:
+def _python_looping_types() -> tuple:
+    # Blockwise loops over the batch; Scan over its steps; an OpFromGraph runs an inner
+    # function (compiled with C thunks) per call
     from pytensor.compile.builders import OpFromGraph
     from pytensor.scan.op import Scan
+    from pytensor.tensor.blockwise import Blockwise
 
-    return (OpFromGraph, Scan)
+    return (Blockwise, OpFromGraph, Scan)
 
 
 def _elemwise_is_ufunc(op, node) -> bool:
@@ -216,7 +212,7 @@ class TwoStage:
 class StagedCompiler:
     """Compiles on Numba, or on NumPy then Numba (:class:`TwoStage`): the first
     function compiled eagerly decides for the model (no NumPy stage if its graph has a node
-    that loops in Python, :func:`python_loop_nodes`)."""
+    that loops in Python, :func:`python_loop_nodes`, or if the Python linker fails on it)."""
 
     def __init__(self, compiler, numpy_compiler):
         self.compiler, self.numpy_compiler = compiler, numpy_compiler
@@ -225,7 +221,11 @@ class StagedCompiler:
     def compile(self, inputs, outputs, lazy=False):
         if not self.numpy_compiler:
             return self.compiler.compile(inputs, outputs, lazy=lazy)
-        first = self.numpy_compiler.compile(inputs, outputs, lazy=lazy)
+        try:
+            first = self.numpy_compiler.compile(inputs, outputs, lazy=lazy)
+        except Exception:  # the Python linker cannot build it: Numba alone, as without stages
+            self.numpy_compiler, self.cost = None, None
+            return self.compiler.compile(inputs, outputs, lazy=lazy)
         if self.cost is None:  # the deciding (eager) function
             if python_loop_nodes(first.maker.fgraph):
                 self.numpy_compiler = None
