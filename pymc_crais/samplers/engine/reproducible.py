@@ -27,10 +27,11 @@ import threading
 
 __all__ = [
     "LazyFunction",
-    "default_mode_is_numba",
     "ReproducibleFunction",
     "compile_function",
+    "default_mode_is_numba",
     "few_calls_compile_kwargs",
+    "few_calls_mode",
     "pytensor_lock",
     "reproducible_compile",
     "with_pytensor_lock",
@@ -163,14 +164,25 @@ def compile_function(inputs, outputs, compile_kwargs):
     return fn
 
 
-FEW_CALLS_MODE = "FAST_COMPILE"
-"""The mode of functions a run calls a handful of times (:func:`few_calls_compile_kwargs`)."""
+def few_calls_mode():
+    """The mode of functions a run calls a handful of times (:func:`few_calls_compile_kwargs`,
+    the model's initial point): ``FAST_COMPILE``'s rewrites and Python implementations, on
+    PyTensor's Python linker instead of its VM.
+
+    The two run the same ``perform`` methods, so the values are the same bits; but the VM
+    imports PyTensor's C loop (``pytensor.link.c.cvm``) even when it does not use it, and with
+    an empty compile cache that import builds a C module: 0.55–0.9 s of a new user's first
+    call, spent on nothing.
+    """
+    from pytensor.compile.mode import Mode, get_mode
+
+    return Mode(linker="py", optimizer=get_mode("FAST_COMPILE").provided_optimizer)
 
 
 def few_calls_compile_kwargs(compile_kwargs: dict) -> dict:
     """``compile_kwargs`` for a function called a handful of times a run (the prior sampler,
     the map to named variables): PyTensor's Python implementations
-    (:data:`FEW_CALLS_MODE`, no code generation) where the mode would be Numba's.
+    (:func:`few_calls_mode`, no code generation) where the mode would be Numba's.
 
     With cold caches Numba's code generation costs seconds a function (4.7 s wall for a
     3-parameter regression's prior sampler on a loaded 2-core machine), while one call of
@@ -189,7 +201,7 @@ def few_calls_compile_kwargs(compile_kwargs: dict) -> dict:
     """
     if compile_kwargs.get("mode") is not None or not default_mode_is_numba():
         return compile_kwargs
-    return {**compile_kwargs, "mode": FEW_CALLS_MODE}
+    return {**compile_kwargs, "mode": few_calls_mode()}
 
 
 def default_mode_is_numba() -> bool:
