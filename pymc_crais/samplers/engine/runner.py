@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...chain_result import ChainResult
+from .heap import deferred_full_collections
 from .progress import ChainProgress, worker_initializer
 from .reproducible import pytensor_lock
 from .term_checks import check_seed, explain_model_errors
@@ -129,11 +130,16 @@ def single_threaded_blas(fn):
     worker processes. The batched calls are many small matrix products, for which extra
     BLAS threads only add synchronisation: on 2 cores a Sonar CR-AIS run took 4x longer
     with the default thread pool (benchmarks/reports/benchmarks.md). It also makes ``cores=1`` and
-    ``cores=2`` run the same arithmetic."""
+    ``cores=2`` run the same arithmetic. No full garbage collection runs inside the call
+    (:func:`~pymc_crais.samplers.engine.heap.deferred_full_collections`)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with one_blas_thread(), explain_model_errors(kwargs.get("model")):
+        with (
+            one_blas_thread(),
+            deferred_full_collections(),
+            explain_model_errors(kwargs.get("model")),
+        ):
             return fn(*args, **kwargs)
 
     return wrapper
