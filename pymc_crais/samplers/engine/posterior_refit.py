@@ -9,8 +9,8 @@ with the annealing path. The run *disagrees* with it when
 * the importance weights have Pareto k̂ ≤ 0.7 (so the estimate and its error are
   trustworthy; its variance is inflated by
   :func:`~pymc_crais.tail_stats.heavy_tail_factor`), and
-* the importance estimate lies above the run's by more than :data:`REFIT_SIGMA` combined
-  standard errors plus :data:`REFIT_FLOOR` nats.
+* the importance estimate lies above the run's by more than :data:`~pymc_crais.core.refit.REFIT_SIGMA`
+  combined standard errors plus :data:`~pymc_crais.core.refit.REFIT_FLOOR` nats.
 
 One-sided on purpose. Both estimates are unbiased for ``Z``, and an importance estimate far
 *above* the truth is rare (by Markov's inequality it exceeds ``c·Z`` with probability at
@@ -25,6 +25,9 @@ carry particles there (which is why the refit finds the bulk).
 the second run, checked the same way; its ``log Ẑ`` does not depend on the first run's
 randomness except through the start, which is a normalized density, so it is valid. If the
 second run disagrees too, :func:`pymc_crais.diagnostics.check_run` flags it (``refit``).
+Where the two agree and the weights' k̂ is at most
+:data:`~pymc_crais.core.refit.POOL_KHAT`, :func:`pymc_crais.log_marginal_likelihood` pools
+them (:func:`~pymc_crais.core.refit.pool_with_refit`) from the attributes recorded here.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 
 from ...core.estimators import combine_chain_estimates
 from ...core.initial import InitialReweightedDensity
-from ...core.refit import importance_estimate, student_t_from_draws
+from ...core.refit import REFIT_FLOOR, REFIT_SIGMA, importance_estimate, student_t_from_draws
 from ...tail_stats import KHAT_THRESHOLD, heavy_tail_factor, pareto_khat
 from .init_auto import DF, SCALE
 
@@ -53,10 +56,6 @@ __all__ = [
 
 REFIT_DRAWS = 2000
 """Draws of the fitted Student-t (model evaluations of the check)."""
-REFIT_SIGMA = 3.0
-"""Combined standard errors by which the importance estimate must exceed the run's."""
-REFIT_FLOOR = 0.05
-"""Nats added to the tolerance (as :func:`pymc_crais.cross_check`'s ``floor``)."""
 
 
 @dataclass(frozen=True)
