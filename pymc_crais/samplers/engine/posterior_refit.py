@@ -3,7 +3,8 @@
 After the chains, a Student-t fitted to their pooled posterior draws (mean and covariance,
 scale × :data:`~pymc_crais.samplers.engine.init_auto.SCALE`, df
 :data:`~pymc_crais.samplers.engine.init_auto.DF`) gives an importance-sampling estimate of
-``log Z`` from :data:`REFIT_DRAWS` draws (:mod:`pymc_crais.core.refit`) that shares nothing
+``log Z`` from as many draws as the chains have final particles, at least
+:data:`REFIT_DRAWS` (:mod:`pymc_crais.core.refit`), that shares nothing
 with the annealing path. The run *disagrees* with it when
 
 * the importance weights have Pareto k̂ ≤ 0.7 (so the estimate and its error are
@@ -55,7 +56,10 @@ __all__ = [
 ]
 
 REFIT_DRAWS = 2000
-"""Draws of the fitted Student-t (model evaluations of the check)."""
+"""Fewest draws of the fitted Student-t (model evaluations of the check); a run with more
+final particles over its chains draws that many (one evaluation a particle: 8,000 for
+``sample_smc``'s 4 chains of 2,000), so that its estimate weighs in the pooled ``log Z``
+(:func:`~pymc_crais.core.refit.pool_with_refit`)."""
 
 
 @dataclass(frozen=True)
@@ -103,14 +107,16 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     lz = np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64)
     if setup.layout.has_discrete or not np.all(np.isfinite(lz)):
         return None
-    proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=SCALE, df=DF)
+    draws = np.concatenate([c.x for c in chains])
+    proposal = student_t_from_draws(draws, scale=SCALE, df=DF)
     if proposal is None:
         return None
     base = setup.model_density
     grad = bool(getattr(base, "has_gradient", False)) and not getattr(
         base, "value_function_compiled", True
     )
-    est = importance_estimate(base, proposal, rng, REFIT_DRAWS, gradient=grad)
+    n = max(REFIT_DRAWS, draws.shape[0])
+    est = importance_estimate(base, proposal, rng, n, gradient=grad)
     k = _khat(est.log_weights)
     v = np.array([c.log_z_variance for c in chains], dtype=np.float64)
     f = heavy_tail_factor([pareto_khat(c.log_weights) for c in chains])
