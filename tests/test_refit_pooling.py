@@ -76,3 +76,30 @@ def test_log_marginal_likelihood_pools_from_the_recorded_check():
     for attrs in ({**ok, "refit_disagrees": 1}, {**ok, "refit_pareto_k": 0.6},
                   {**ok, "refit_log_z": np.nan}, {"refit_checked": 1}):  # fmt: skip
         assert pmc.log_marginal_likelihood(_result(attrs)) == base[:2]
+
+
+def _rows(mcse, lz=(-5.0, -5.02, -4.99, -5.01)):
+    return [{"log_marginal_likelihood": v, "log_marginal_likelihood_mcse": mcse,
+             "n_resamplings": 3, "n_eves": 500, "draws": 2000} for v in lz]  # fmt: skip
+
+
+def test_precision_check_flags_a_wide_error_bar_only():
+    """The chains' combined MCSE (4 chains: half a chain's) above MAX_MCSE is flagged; below
+    it, or without within-chain errors, not; a heavy pooled k̂ widens it as log Z's does."""
+    from pymc_crais.diagnostic_checks import MAX_MCSE, chains_mcse, find_problems
+
+    def checks(rows, khat=0.0):
+        return {p.check for p in find_problems(rows, {"pareto_k_pooled": khat})}
+
+    assert chains_mcse([-5.0] * 4, [0.2**2] * 4, 0.0) == pytest.approx(0.1, rel=1e-3)
+    assert "precision" in checks(_rows(2 * MAX_MCSE * 1.1))
+    assert "precision" not in checks(_rows(2 * MAX_MCSE * 0.9))
+    assert "precision" not in checks(_rows(float("nan")))
+    # the heavy-tail factor at k̂ 0.5 (3.4 on the variance) lifts 0.9 MAX_MCSE above it
+    assert "precision" in checks(_rows(2 * MAX_MCSE * 0.9), khat=0.5) - {"pareto_k"}
+    # agrees with what pmc.log_marginal_likelihood reports for the same chains
+    res = _result({})
+    lz = res["sample_stats"]["log_marginal_likelihood"].values
+    assert chains_mcse(lz, np.full(4, 0.01), 0.0) == pytest.approx(
+        pmc.log_marginal_likelihood(res)[1]
+    )
