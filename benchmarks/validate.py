@@ -55,6 +55,9 @@ costs of a process's first call (imports such as ``scipy.stats``, ``arviz_base``
 packages. Compilation of the case's model is still timed. Keep such runs in their own
 ``--results`` file (the flag is not part of the key).
 
+For ``pmc.sample_smc`` the record's ``chains_only`` keeps the chains' own ``log Z`` and
+MCSE and whether the posterior refit check's estimate was pooled into the reported one.
+
 Raw results accumulate in ``--results`` (default ``benchmarks/out/validate.json``; a run
 already there with the same settings is skipped, so the suite can be run in chunks); the
 table is printed, and written as JSON (``--json``) or Markdown (``--markdown``).

@@ -40,7 +40,7 @@ MAX_MCSE = 0.15
 """Nats: the largest MCSE of the chains' combined ``log Ẑ`` (their own, before any pooling
 with the posterior refit check) that passes the ``precision`` check. Such an error bar
 cannot place ``log Z`` within 0.1 nat even when it is honest, and in the validation record
-(510 four-chain ``pmc.sample_smc`` runs of 33 + 16 models, several code versions) every run
+(506 four-chain ``pmc.sample_smc`` runs of 48 models, several code versions) every run
 above it missed its reference by more than 0.1 nat or 3 MCSE, 16 of 20 below it: the
 error bar is wide where the population straddles a region its moves cannot equilibrate
 in, which also biases ``log Ẑ`` down (docs/diagnostics.md)."""
