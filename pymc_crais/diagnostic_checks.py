@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .core.estimators import combine_chain_estimates
 from .core.initial import slope_problem
 from .result_reader import MIN_CHAINS_BETWEEN
 from .tail_stats import (
@@ -22,8 +23,10 @@ from .tail_stats import (
 
 __all__ = [
     "COLUMNS",
+    "MAX_MCSE",
     "Problem",
     "chain_row",
+    "chains_mcse",
     "find_problems",
     "pooled_khat_of",
     "problems_of",
@@ -33,6 +36,14 @@ __all__ = [
 
 MIN_EVES = 50
 MIN_EVES_FRACTION = 0.02
+MAX_MCSE = 0.15
+"""Nats: the largest MCSE of the chains' combined ``log Ẑ`` (their own, before any pooling
+with the posterior refit check) that passes the ``precision`` check. Such an error bar
+cannot place ``log Z`` within 0.1 nat even when it is honest, and in the validation record
+(506 four-chain ``pmc.sample_smc`` runs of 48 models, several code versions) every run
+above it missed its reference by more than 0.1 nat or 3 MCSE, 16 of 20 below it: the
+error bar is wide where the population straddles a region its moves cannot equilibrate
+in, which also biases ``log Ẑ`` down (docs/diagnostics.md)."""
 MAX_MEAN_CORRELATION = 0.8
 STUCK_CORRELATION = 0.95
 AGREEMENT_P_VALUE = 1e-3
@@ -243,6 +254,21 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
         )
     lz = np.array([val(r, "log_marginal_likelihood") for r in rows])
     v = np.array([val(r, "log_marginal_likelihood_mcse") ** 2 for r in rows])
+    mcse = chains_mcse(lz, v, pooled)
+    if mcse > MAX_MCSE:
+        out.append(
+            Problem(
+                "precision",
+                None,
+                f"the chains' combined log Z has an MCSE of {mcse:.3g} nats (> {MAX_MCSE}): "
+                "it cannot place log Z within 0.1 nat, and runs this imprecise are usually "
+                "off by more than their error bar, mostly too low (a posterior region the "
+                "moves reach too rarely, such as a funnel's neck).",
+                "Use more particles (draws) and a gentler schedule (threshold closer to 1) "
+                "until the MCSE is below it, or reparameterize the model; treat log Z as "
+                "uncertain by more than the MCSE meanwhile.",
+            )
+        )
     q, p = chain_agreement(lz, v * heavy_tail_factor(pooled))
     if np.isfinite(p) and p < AGREEMENT_P_VALUE:
         out.append(
@@ -255,6 +281,19 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
             )
         )
     return out
+
+
+def chains_mcse(log_z, variance, pooled_khat: float) -> float:
+    """The MCSE of the chains' combined ``log Ẑ`` as
+    :func:`pymc_crais.log_marginal_likelihood` computes it before pooling (each chain's
+    variance times the heavy-tail factor of the pooled k̂); NaN when no chain has a finite
+    variance or an estimate is not finite."""
+    lz = np.asarray(log_z, dtype=np.float64)
+    v = np.asarray(variance, dtype=np.float64)
+    if lz.size == 0 or not np.all(np.isfinite(lz)) or not np.isfinite(v).any():
+        return float("nan")
+    f = np.full(lz.size, float(heavy_tail_factor(pooled_khat)))
+    return float(combine_chain_estimates(lz, v, f)[1])
 
 
 def chain_row(cs: dict) -> dict:

@@ -33,6 +33,7 @@ from xarray import DataTree
 
 from .chain_result import ChainResult, per_chain_arrays
 from .core.estimators import combine_chain_estimates
+from .core.refit import pool_with_refit
 from .diagnostic_checks import pooled_khat_of, problems_of, warning_text
 from .evidence_group import read_evidence
 from .result_reader import MIN_CHAINS_BETWEEN, read_result
@@ -221,7 +222,11 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     Returns
     -------
     value : float
-        ``log`` of the average of the chains' evidence estimates.
+        ``log`` of the average of the chains' evidence estimates. For ``pmc.sample_smc``,
+        pooled with its posterior refit check's importance estimate (inverse-variance
+        weights) where that estimate's weights have Pareto k̂ ≤ 0.5 and it agrees with the
+        chains (:func:`pymc_crais.core.refit.pool_with_refit`; docs/diagnostics.md); the
+        MCSE is then the pooled one.
     mcse : float
         Its Monte Carlo standard error: the pooled within-chain delta-method error, each
         chain's variance multiplied by a heavy-tail factor of its weights' Pareto k̂ (see
@@ -233,7 +238,9 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
     details : dict
         Only with ``return_details=True``: ``mcse_within`` (uncorrected),
         ``mcse_between``, ``tail_factor``, ``n_chains``, ``log_z_range`` and the chains'
-        agreement test ``agreement_statistic`` / ``agreement_p_value``.
+        agreement test ``agreement_statistic`` / ``agreement_p_value``; ``refit_pooled``
+        (whether the refit estimate was pooled in), ``log_z_chains_pooled`` and
+        ``mcse_chains_pooled`` (the chains' alone).
 
     Warns
     -----
@@ -317,9 +324,30 @@ def log_marginal_likelihood(idata, *, return_details: bool = False):
             ChainDisagreementWarning,
             stacklevel=user_stacklevel(),
         )
+    value, mcse = _pooled_with_refit(view.attrs, value, mcse, details)
     if return_details:
         return value, mcse, details
     return value, mcse
+
+
+def _pooled_with_refit(attrs: dict, value: float, mcse: float, details: dict):
+    """The chains' ``(log Ẑ, mcse)`` pooled with the posterior refit check's importance
+    estimate where :func:`~pymc_crais.core.refit.pool_with_refit` allows it (light-tailed
+    weights that agree with the chains); the chains' own values stay in ``details``
+    (``log_z_chains_pooled``, ``mcse_chains_pooled``, ``refit_pooled``)."""
+    details["log_z_chains_pooled"], details["mcse_chains_pooled"] = value, mcse
+    details["refit_pooled"] = False
+    if not attrs.get("refit_checked") or attrs.get("refit_disagrees"):
+        return value, mcse
+    try:
+        refit = [float(attrs[k]) for k in ("refit_log_z", "refit_mcse", "refit_pareto_k")]
+    except (KeyError, TypeError, ValueError):
+        return value, mcse
+    pooled = pool_with_refit(value, mcse, *refit, float(heavy_tail_factor(refit[2])))
+    if pooled is None:
+        return value, mcse
+    details["refit_pooled"] = True
+    return pooled
 
 
 def _warn_kernel_problems(view) -> None:

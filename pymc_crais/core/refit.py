@@ -7,6 +7,11 @@ the run's path: importance sampling from it gives a second, independent estimate
 that estimate is trustworthy, and a run whose ``log Ẑ`` lies well below it lost mass on
 its way (a start at a funnel's neck that the annealing never left). The same Student-t is
 then a start close to the posterior for a second run.
+
+Where the two estimates agree and the importance weights have a finite variance (Pareto
+k̂ ≤ :data:`POOL_KHAT`), they are two independent unbiased estimates of ``Z`` (given the
+run, the importance draws are fresh): :func:`pool_with_refit` averages them, each weighted
+by its inverse variance, which only shrinks the error.
 """
 
 from __future__ import annotations
@@ -17,7 +22,24 @@ from .density import BatchedDensity
 from .initial import StudentTInitial
 from .weights import clean_log_weights, log_mean_exp, log_z_relative_variance
 
-__all__ = ["ImportanceEstimate", "importance_estimate", "student_t_from_draws"]
+__all__ = [
+    "POOL_KHAT",
+    "REFIT_FLOOR",
+    "REFIT_SIGMA",
+    "ImportanceEstimate",
+    "importance_estimate",
+    "pool_with_refit",
+    "student_t_from_draws",
+]
+
+REFIT_SIGMA = 3.0
+"""Combined standard errors beyond which the importance estimate and the run disagree."""
+REFIT_FLOOR = 0.05
+"""Nats added to that tolerance (as :func:`pymc_crais.cross_check`'s ``floor``)."""
+POOL_KHAT = 0.5
+"""Largest Pareto k̂ of the importance weights for :func:`pool_with_refit` to use them: below
+0.5 their variance is finite, so its estimate (and an inverse-variance weight) means
+something; between 0.5 and 0.7 the estimate is still usable as a check, not as a weight."""
 
 
 def student_t_from_draws(x, *, scale: float = 1.2, df: float = 5.0) -> StudentTInitial | None:
@@ -79,3 +101,50 @@ def importance_estimate(
     with np.errstate(invalid="ignore"):
         log_w = ev.log_q0 + ev.delta - proposal.logpdf(x)
     return ImportanceEstimate(log_w, density.n_evals - before)
+
+
+def pool_with_refit(
+    log_z: float,
+    mcse: float,
+    refit_log_z: float,
+    refit_mcse: float,
+    refit_khat: float,
+    tail_factor: float = 1.0,
+) -> tuple[float, float] | None:
+    """A run's ``log Ẑ`` pooled with an importance estimate of the same ``Z``.
+
+    ``Ẑ = (Ẑ_run / v_run + Ẑ_is / v_is) / (1 / v_run + 1 / v_is)``, the variances those of
+    ``log Ẑ`` (relative variances of ``Ẑ``), ``v_is = tail_factor · refit_mcse²`` (the
+    factor of the weights' k̂, :func:`pymc_crais.tail_stats.heavy_tail_factor`); its error
+    ``(1 / v_run + 1 / v_is)^{-1/2}``. ``None`` (keep the run's) unless both are finite with
+    a positive error, ``refit_khat ≤`` :data:`POOL_KHAT`, and the two agree: ``|log Ẑ_is −
+    log Ẑ_run| ≤`` :data:`REFIT_SIGMA` combined errors ``+`` :data:`REFIT_FLOOR`. An
+    importance estimate far above the run is the posterior refit check's business (a run
+    that lost mass), one far below is the proposal's failure (a mode it misses): neither
+    is averaged in.
+
+    Parameters
+    ----------
+    log_z, mcse : float
+        The run's estimate and its Monte Carlo standard error.
+    refit_log_z, refit_mcse, refit_khat : float
+        The importance estimate, its delta-method error and its weights' Pareto k̂.
+    tail_factor : float, default 1.0
+        Factor on ``refit_mcse²`` for the weights' tail.
+
+    Returns
+    -------
+    (log_z, mcse) or None
+    """
+    vals = np.array([log_z, mcse, refit_log_z, refit_mcse, refit_khat, tail_factor], float)
+    if not np.all(np.isfinite(vals)) or mcse <= 0 or refit_mcse <= 0:
+        return None
+    if refit_khat > POOL_KHAT:
+        return None
+    v_run, v_is = mcse**2, max(tail_factor, 1.0) * refit_mcse**2
+    if abs(refit_log_z - log_z) > REFIT_SIGMA * np.sqrt(v_run + v_is) + REFIT_FLOOR:
+        return None
+    w_run, w_is = 1.0 / v_run, 1.0 / v_is
+    top = max(log_z, refit_log_z)
+    mean = w_run * np.exp(log_z - top) + w_is * np.exp(refit_log_z - top)
+    return float(top + np.log(mean / (w_run + w_is))), float((w_run + w_is) ** -0.5)

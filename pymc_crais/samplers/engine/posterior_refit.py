@@ -3,14 +3,15 @@
 After the chains, a Student-t fitted to their pooled posterior draws (mean and covariance,
 scale × :data:`~pymc_crais.samplers.engine.init_auto.SCALE`, df
 :data:`~pymc_crais.samplers.engine.init_auto.DF`) gives an importance-sampling estimate of
-``log Z`` from :data:`REFIT_DRAWS` draws (:mod:`pymc_crais.core.refit`) that shares nothing
+``log Z`` from as many draws as the chains have final particles, at least
+:data:`REFIT_DRAWS` (:mod:`pymc_crais.core.refit`), that shares nothing
 with the annealing path. The run *disagrees* with it when
 
 * the importance weights have Pareto k̂ ≤ 0.7 (so the estimate and its error are
   trustworthy; its variance is inflated by
   :func:`~pymc_crais.tail_stats.heavy_tail_factor`), and
-* the importance estimate lies above the run's by more than :data:`REFIT_SIGMA` combined
-  standard errors plus :data:`REFIT_FLOOR` nats.
+* the importance estimate lies above the run's by more than :data:`~pymc_crais.core.refit.REFIT_SIGMA`
+  combined standard errors plus :data:`~pymc_crais.core.refit.REFIT_FLOOR` nats.
 
 One-sided on purpose. Both estimates are unbiased for ``Z``, and an importance estimate far
 *above* the truth is rare (by Markov's inequality it exceeds ``c·Z`` with probability at
@@ -25,6 +26,9 @@ carry particles there (which is why the refit finds the bulk).
 the second run, checked the same way; its ``log Ẑ`` does not depend on the first run's
 randomness except through the start, which is a normalized density, so it is valid. If the
 second run disagrees too, :func:`pymc_crais.diagnostics.check_run` flags it (``refit``).
+Where the two agree and the weights' k̂ is at most
+:data:`~pymc_crais.core.refit.POOL_KHAT`, :func:`pymc_crais.log_marginal_likelihood` pools
+them (:func:`~pymc_crais.core.refit.pool_with_refit`) from the attributes recorded here.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import numpy as np
 
 from ...core.estimators import combine_chain_estimates
 from ...core.initial import InitialReweightedDensity
-from ...core.refit import importance_estimate, student_t_from_draws
+from ...core.refit import REFIT_FLOOR, REFIT_SIGMA, importance_estimate, student_t_from_draws
 from ...tail_stats import KHAT_THRESHOLD, heavy_tail_factor, pareto_khat
 from .init_auto import DF, SCALE
 
@@ -52,11 +56,10 @@ __all__ = [
 ]
 
 REFIT_DRAWS = 2000
-"""Draws of the fitted Student-t (model evaluations of the check)."""
-REFIT_SIGMA = 3.0
-"""Combined standard errors by which the importance estimate must exceed the run's."""
-REFIT_FLOOR = 0.05
-"""Nats added to the tolerance (as :func:`pymc_crais.cross_check`'s ``floor``)."""
+"""Fewest draws of the fitted Student-t (model evaluations of the check); a run with more
+final particles over its chains draws that many (one evaluation a particle: 8,000 for
+``sample_smc``'s 4 chains of 2,000), so that its estimate weighs in the pooled ``log Z``
+(:func:`~pymc_crais.core.refit.pool_with_refit`)."""
 
 
 @dataclass(frozen=True)
@@ -104,14 +107,16 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     lz = np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64)
     if setup.layout.has_discrete or not np.all(np.isfinite(lz)):
         return None
-    proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=SCALE, df=DF)
+    draws = np.concatenate([c.x for c in chains])
+    proposal = student_t_from_draws(draws, scale=SCALE, df=DF)
     if proposal is None:
         return None
     base = setup.model_density
     grad = bool(getattr(base, "has_gradient", False)) and not getattr(
         base, "value_function_compiled", True
     )
-    est = importance_estimate(base, proposal, rng, REFIT_DRAWS, gradient=grad)
+    n = max(REFIT_DRAWS, draws.shape[0])
+    est = importance_estimate(base, proposal, rng, n, gradient=grad)
     k = _khat(est.log_weights)
     v = np.array([c.log_z_variance for c in chains], dtype=np.float64)
     f = heavy_tail_factor([pareto_khat(c.log_weights) for c in chains])
