@@ -21,6 +21,7 @@ from ...core.schedules.rate_reference import reference_rate_for_steps
 from ...core.schedules.run_length import (
     LengthPoint,
     choose_length,
+    length_settled,
     relative_variance,
 )
 from ...warnings import MaxStepsWarning, user_stacklevel
@@ -28,10 +29,10 @@ from .anneal_chain import AnnealPlan
 from .kernel_choice import one_step_kernel
 from .options import RunArguments, RunOptions, check_int, check_rate, is_auto
 from .pipeline import kernel_attributes, prepare
-from .start_point import check_target_mcse, one_step_schedule, start_length_point
+from .start_point import START_DRAWS, check_target_mcse, one_step_schedule, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
-__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "CRAISSettings", "final_transitions", "plan_crais"]
+__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "CRAISSettings", "attempt_points", "final_transitions", "plan_crais"]
 
 FINAL_ACCEPTANCE = 0.5
 MAX_FINAL_FACTOR = 4
@@ -42,6 +43,9 @@ AUTO_TUNE_STEPS = 32
 """Target length of the tuning run under ``n_steps="auto"``."""
 MAX_AUTO_STEPS = 200
 """The longest final run ``n_steps="auto"`` chooses."""
+AUTO_TUNE_DRAWS = START_DRAWS
+"""The most particles of the tuning run under ``n_steps="auto"`` (its schedule and the
+length rule's point need no more than the start's weights get)."""
 
 
 def final_transitions(acceptance, n_mcmc_steps: int) -> int:
@@ -73,6 +77,11 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
     if mean > 0:
         factor = min(MAX_FINAL_FACTOR, math.ceil(FINAL_ACCEPTANCE / mean))
     return int(n_mcmc_steps) * int(factor)
+
+
+def attempt_points(attempts) -> list[LengthPoint]:
+    """The length rule's measured points of tuning attempts that reached τ = 1."""
+    return [LengthPoint(int(a.n_stages), relative_variance(a.log_weights)) for a in attempts]
 
 
 def _one_step_setup(setup):
@@ -197,7 +206,7 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
     options = RunOptions.from_settings(s)
     setup = prepare(options)
     if tune_draws is None:
-        tune_draws = setup.draws
+        tune_draws = min(setup.draws, AUTO_TUNE_DRAWS) if auto_length else setup.draws
     else:
         tune_draws = check_int(tune_draws, "tune_draws", 2, "e.g. tune_draws=512")
     attrs = {
@@ -244,6 +253,17 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         )
     else:
         rate = rate_for_steps(total, n_tune_steps) if auto else delta
+    enough = None
+    if auto_length:
+        # every attempt that reaches τ = 1 within the cap is a measured point of the length
+        # rule; a retry is made only while a point near n_tune_steps could still shorten
+        # the final run (length_settled)
+        def enough(res) -> bool:
+            pts = points + attempt_points([res])
+            return length_settled(
+                pts, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS, 2 * n_tune_steps, n_tune_steps
+            )
+
     tuning = constant_rate_tuning(
         setup,
         path,
@@ -255,10 +275,17 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         reference=pilot.reference,
         warn_at_cap=not auto,  # with delta="auto" a capped run is replaced (below)
         label="CR-AIS tuning",
+        enough=enough,
         **rule,
     )
     tres = tuning.result
-    tuned = tuning.schedule
+    if auto_length:
+        completed = [a for a in tuning.attempts if not a.hit_max_steps]
+        points = points + attempt_points(completed or [tres])
+        k, mcse = choose_length(points, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS)
+        if completed:  # the final schedule's shape: the attempt nearest that length (log K)
+            tres = min(completed[::-1], key=lambda a: abs(math.log(a.n_stages / k)))
+    tuned = np.concatenate([[0.0], tres.stages["tau"]])
     fallback = ""
     if auto and tres.hit_max_steps:
         n_linear = n_steps if isinstance(n_steps, int) else FALLBACK_STEPS
@@ -278,10 +305,8 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         )
         final = np.linspace(0.0, 1.0, n_linear + 1)
     elif auto_length:
-        points.append(LengthPoint(int(tuned.size - 1), relative_variance(tres.log_weights)))
-        k, mcse = choose_length(points, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS)
         attrs.update(
-            tune_relative_variance=points[-1].r,
+            tune_relative_variance=relative_variance(tres.log_weights),
             predicted_mcse=mcse,
             length_reason=(
                 f"the fewest steps predicted to meet target_mcse={target_mcse:g}"
