@@ -32,7 +32,15 @@ from .pipeline import kernel_attributes, prepare
 from .start_point import START_DRAWS, check_target_mcse, one_step_schedule, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
-__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "CRAISSettings", "attempt_points", "final_transitions", "plan_crais"]
+__all__ = [
+    "AUTO_TUNE_DRAWS",
+    "FINAL_ACCEPTANCE",
+    "MAX_FINAL_FACTOR",
+    "CRAISSettings",
+    "attempt_points",
+    "final_transitions",
+    "plan_crais",
+]
 
 FINAL_ACCEPTANCE = 0.5
 MAX_FINAL_FACTOR = 4
@@ -260,8 +268,9 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         # the final run (length_settled)
         def enough(res) -> bool:
             pts = points + attempt_points([res])
+            short = 2 * n_tune_steps
             return length_settled(
-                pts, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS, 2 * n_tune_steps, n_tune_steps
+                pts, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS, short, n_tune_steps
             )
 
     tuning = constant_rate_tuning(
