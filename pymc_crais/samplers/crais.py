@@ -126,8 +126,7 @@ def sample_crais(
         Target length of the tuning run for ``delta="auto"`` (default 32 with
         ``n_steps="auto"``, else ``max(32, n_steps // 4)``, or 64 when ``n_steps`` is None).
     tune_draws : int, optional
-        Particles of the tuning run (default ``draws``; with ``n_steps="auto"`` at most
-        1000, the start's draws: ``draws`` until 2026-11-27).
+        Particles of the tuning run (default ``draws``).
     variance : {"unweighted", "weighted"}, default "unweighted"
         How the rate's variance is estimated (see ConstantRateSchedule).
     min_step, max_step : float, default 0 and 1/8

@@ -29,11 +29,10 @@ from .anneal_chain import AnnealPlan
 from .kernel_choice import one_step_kernel
 from .options import RunArguments, RunOptions, check_int, check_rate, is_auto
 from .pipeline import kernel_attributes, prepare
-from .start_point import START_DRAWS, check_target_mcse, one_step_schedule, start_length_point
+from .start_point import check_target_mcse, one_step_schedule, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
 __all__ = [
-    "AUTO_TUNE_DRAWS",
     "FINAL_ACCEPTANCE",
     "MAX_FINAL_FACTOR",
     "CRAISSettings",
@@ -51,9 +50,6 @@ AUTO_TUNE_STEPS = 32
 """Target length of the tuning run under ``n_steps="auto"``."""
 MAX_AUTO_STEPS = 200
 """The longest final run ``n_steps="auto"`` chooses."""
-AUTO_TUNE_DRAWS = START_DRAWS
-"""The most particles of the tuning run under ``n_steps="auto"`` (its schedule and the
-length rule's point need no more than the start's weights get)."""
 
 
 def final_transitions(acceptance, n_mcmc_steps: int) -> int:
@@ -214,7 +210,7 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
     options = RunOptions.from_settings(s)
     setup = prepare(options)
     if tune_draws is None:
-        tune_draws = min(setup.draws, AUTO_TUNE_DRAWS) if auto_length else setup.draws
+        tune_draws = setup.draws
     else:
         tune_draws = check_int(tune_draws, "tune_draws", 2, "e.g. tune_draws=512")
     attrs = {
