@@ -377,11 +377,10 @@ def test_auto_length_from_the_tuning_run():
     assert a["n_steps"] == 200 and "out of reach" in a["length_reason"]
 
 
-def test_auto_length_keeps_every_tuning_attempt_and_stops_retrying_when_settled():
-    """n_steps="auto": each tuning attempt that reaches τ = 1 within its cap is a measured
-    length; once the target is out of reach at 200 steps even with the error falling as
-    1/K beyond the longest attempt, no shorter retry can change the choice, and none is
-    made (here 2 attempts, against 4 when only the last attempt was kept)."""
+def test_auto_length_stops_retrying_the_tuning_run_when_settled():
+    """n_steps="auto": once the target is out of reach at 200 steps even with the error
+    falling as 1/K beyond a tuning attempt's length, no shorter retry can change the
+    choice, and none is made (here 2 attempts, against 4 on the previous code)."""
     case = em.normal_mean()
     kw = dict(draws=500, random_seed=1, model=case.model, init="prior", n_tune_steps=4)
     idata = pmc.sample_crais(target_mcse=0.01, **kw, **{**QUICK, "chains": 2})

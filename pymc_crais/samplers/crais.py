@@ -75,19 +75,17 @@ def sample_crais(
     2. **Tuning run**: ``tune_draws`` particles annealed with the constant-rate rule: each
        step lowers the α-divergence to the target by about δ. Its schedule is kept. With
        ``delta="auto"`` an attempt far from ``n_tune_steps`` steps is retried with δ
-       rescaled; under ``n_steps="auto"`` every attempt that reached τ = 1 within its cap is
-       also a measured length of step 3, and a retry is made only while a measurement near
-       ``n_tune_steps`` could still shorten the final run (the target is not yet met within
-       ``2·n_tune_steps`` steps, and not out of reach at 200 steps even if the error fell
-       as ``1/K`` beyond the longest attempt).
+       rescaled; under ``n_steps="auto"`` an attempt that reached τ = 1 within its cap is
+       kept, off that window, when a measurement near ``n_tune_steps`` could no longer
+       shorten the final run of step 3: the target is met within ``2·n_tune_steps``
+       steps, or out of reach at 200 steps even if the error fell as ``1/K`` beyond it.
     3. **Final run**: per chain, *fresh* particles annealed on that fixed schedule,
        interpolated to ``K`` steps (the schedule's shape is stable across δ), giving the
        reported, unbiased-for-``Z`` estimate. With ``n_steps="auto"``, ``K`` is the fewest
        of 1, 2, 3, 4, 6, …, 200 steps whose error is predicted to meet ``target_mcse``: the
        weights' relative variance ``r`` measured at one step (the start) and at the tuning
-       attempts' lengths, interpolated linearly in log–log and extrapolated no faster than
-       ``1/K`` (:mod:`pymc_crais.core.schedules.run_length`); 200 when the target is out of
-       reach. The schedule's shape is the attempt's whose length is nearest ``K``.
+       run's length, interpolated linearly in log–log and extrapolated no faster than
+       ``1/K`` (:mod:`pymc_crais.core.schedules.run_length`); 200 when the target is out of reach.
        The choice is made on run-level particles only, so the final estimate stays unbiased
        for ``Z``; the reported MCSE is measured on the final run, not predicted.
 

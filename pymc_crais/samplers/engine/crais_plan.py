@@ -84,7 +84,7 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
 
 
 def attempt_points(attempts) -> list[LengthPoint]:
-    """The length rule's measured points of tuning attempts that reached τ = 1."""
+    """The length rule's measured points of tuning attempts (each a run to τ = 1)."""
     return [LengthPoint(int(a.n_stages), relative_variance(a.log_weights)) for a in attempts]
 
 
@@ -259,9 +259,9 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         rate = rate_for_steps(total, n_tune_steps) if auto else delta
     enough = None
     if auto_length:
-        # every attempt that reaches τ = 1 within the cap is a measured point of the length
-        # rule; a retry is made only while a point near n_tune_steps could still shorten
-        # the final run (length_settled)
+        # an attempt off its length window that reached τ = 1 within the cap is kept when
+        # a point near n_tune_steps could no longer shorten the final run (length_settled):
+        # the choice below, from the start and that attempt, is then made already
         def enough(res) -> bool:
             pts = points + attempt_points([res])
             short = 2 * n_tune_steps
@@ -284,13 +284,7 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         **rule,
     )
     tres = tuning.result
-    if auto_length:
-        completed = [a for a in tuning.attempts if not a.hit_max_steps]
-        points = points + attempt_points(completed or [tres])
-        k, mcse = choose_length(points, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS)
-        if completed:  # the final schedule's shape: the attempt nearest that length (log K)
-            tres = min(completed[::-1], key=lambda a: abs(math.log(a.n_stages / k)))
-    tuned = np.concatenate([[0.0], tres.stages["tau"]])
+    tuned = tuning.schedule
     fallback = ""
     if auto and tres.hit_max_steps:
         n_linear = n_steps if isinstance(n_steps, int) else FALLBACK_STEPS
@@ -310,8 +304,10 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         )
         final = np.linspace(0.0, 1.0, n_linear + 1)
     elif auto_length:
+        points.extend(attempt_points([tres]))
+        k, mcse = choose_length(points, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS)
         attrs.update(
-            tune_relative_variance=relative_variance(tres.log_weights),
+            tune_relative_variance=points[-1].r,
             predicted_mcse=mcse,
             length_reason=(
                 f"the fewest steps predicted to meet target_mcse={target_mcse:g}"
