@@ -381,6 +381,19 @@ def test_auto_length_from_the_tuning_run():
     assert a["n_steps"] == 200 and "out of reach" in a["length_reason"]
 
 
+def test_auto_length_stops_retrying_the_tuning_run_when_settled():
+    """n_steps="auto": once the target is out of reach at 200 steps even with the error
+    falling as 1/K beyond a tuning attempt's length, no shorter retry can change the
+    choice, and none is made (here 2 attempts, against 4 on the previous code)."""
+    case = em.normal_mean()
+    kw = dict(draws=500, random_seed=1, model=case.model, init="prior", n_tune_steps=4)
+    idata = pmc.sample_crais(target_mcse=0.01, **kw, **{**QUICK, "chains": 2})
+    a = idata.sample_stats.attrs
+    assert a["n_tune_attempts"] == 2 and a["n_tune_steps"] > 8
+    assert a["n_steps"] == 200 and "out of reach" in a["length_reason"]
+    _check(idata, case.log_z, max_mcse=0.05)
+
+
 def test_auto_length_rejects_a_bad_target():
     case = em.normal_mean()
     for bad in (0, -1.0, "auto", float("nan")):

@@ -73,7 +73,12 @@ def sample_crais(
        of a power-mean path miss the mass of a target much narrower than ``q0``), and
        ``delta="auto"`` is found on them by bisection.
     2. **Tuning run**: ``tune_draws`` particles annealed with the constant-rate rule: each
-       step lowers the α-divergence to the target by about δ. Its schedule is kept.
+       step lowers the α-divergence to the target by about δ. Its schedule is kept. With
+       ``delta="auto"`` an attempt far from ``n_tune_steps`` steps is retried with δ
+       rescaled; under ``n_steps="auto"`` an attempt that reached τ = 1 within its cap is
+       kept, off that window, when a measurement near ``n_tune_steps`` could no longer
+       shorten the final run of step 3: the target is met within ``2·n_tune_steps``
+       steps, or out of reach at 200 steps even if the error fell as ``1/K`` beyond it.
     3. **Final run**: per chain, *fresh* particles annealed on that fixed schedule,
        interpolated to ``K`` steps (the schedule's shape is stable across δ), giving the
        reported, unbiased-for-``Z`` estimate. With ``n_steps="auto"``, ``K`` is the fewest

@@ -6,6 +6,7 @@ import pytest
 from pymc_crais.core.schedules.run_length import (
     LengthPoint,
     choose_length,
+    length_settled,
     predicted_mcse,
     predicted_relative_variance,
     relative_variance,
@@ -52,3 +53,19 @@ def test_choose_length_takes_the_fewest_steps_that_meet_the_target():
 
     with pytest.warns(RenamedWarning, match="max_length"):
         assert choose_length([LengthPoint(8, 50.0)], 1000, 4, 0.01, max_steps=100)[0] == 100
+
+
+def test_length_settled_says_when_another_tuning_length_cannot_shorten_the_run():
+    # r = 3.2 meets 0.02 pooled over 2000 × 4 particles
+    kw = dict(draws=2000, chains=4, target=0.02, max_length=200, short_enough=64)
+    # the start (K = 1) and a long attempt already meet the target at a short length
+    assert length_settled([LengthPoint(1, 3.5), LengthPoint(92, 1.3)], next_length=32, **kw)
+    # one long attempt that meets it only at its own length: a shorter point may help
+    assert not length_settled([LengthPoint(87, 1.97)], next_length=32, **kw)
+    # out of reach at 200 even if r fell as 1/K beyond the longest point: 18.1·105/200 > 3.2
+    assert length_settled([LengthPoint(105, 18.1)], next_length=32, **kw)
+    # ... but a longer next point could still show a steeper fall
+    assert not length_settled([LengthPoint(16, 307.0)], next_length=32, **kw)
+    # reachable at 200 if r falls as 1/K: 5·105/200 < 3.2, so a second point may help
+    assert not length_settled([LengthPoint(105, 5.0)], next_length=32, **kw)
+    assert not length_settled([], next_length=32, **kw)

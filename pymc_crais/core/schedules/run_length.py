@@ -28,6 +28,7 @@ __all__ = [
     "LENGTHS",
     "LengthPoint",
     "choose_length",
+    "length_settled",
     "predicted_mcse",
     "predicted_relative_variance",
     "relative_variance",
@@ -129,3 +130,34 @@ def choose_length(
         if mcse <= target:
             return int(k), mcse
     return int(max_length), predicted_mcse(predicted_relative_variance(points, max_length), draws, chains)
+
+
+def length_settled(
+    points: list[LengthPoint],
+    draws: int,
+    chains: int,
+    target: float,
+    max_length: int,
+    short_enough: int,
+    next_length: int,
+) -> bool:
+    """Whether a run measured at about ``next_length`` steps could no longer shorten the
+    run :func:`choose_length` chooses from ``points`` enough to be worth making.
+
+    ``True`` when the target is predicted met within ``short_enough`` steps, or when
+    ``next_length`` is no longer than the longest measured point and the target is out of
+    reach at ``max_length`` even if ``r`` fell as ``1 / K`` beyond that point (the steepest
+    fall :func:`predicted_relative_variance` extrapolates, whatever shorter point is added):
+    the choice is then ``max_length`` whatever the new point shows.
+    """
+    k, mcse = choose_length(points, draws, chains, target, max_length)
+    if mcse <= target and k <= short_enough:
+        return True
+    pts = [p for p in points if np.isfinite(p.r) and p.r >= 0]
+    if not pts:
+        return False
+    longest = max(pts, key=lambda p: p.steps)
+    if next_length > longest.steps:
+        return False
+    best = longest.r * longest.steps / max(max_length, longest.steps)
+    return predicted_mcse(best, draws, chains) > target

@@ -21,6 +21,7 @@ from ...core.schedules.rate_reference import reference_rate_for_steps
 from ...core.schedules.run_length import (
     LengthPoint,
     choose_length,
+    length_settled,
     relative_variance,
 )
 from ...warnings import MaxStepsWarning, user_stacklevel
@@ -31,7 +32,14 @@ from .pipeline import kernel_attributes, prepare
 from .start_point import check_target_mcse, one_step_schedule, start_length_point
 from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 
-__all__ = ["FINAL_ACCEPTANCE", "MAX_FINAL_FACTOR", "CRAISSettings", "final_transitions", "plan_crais"]
+__all__ = [
+    "FINAL_ACCEPTANCE",
+    "MAX_FINAL_FACTOR",
+    "CRAISSettings",
+    "attempt_points",
+    "final_transitions",
+    "plan_crais",
+]
 
 FINAL_ACCEPTANCE = 0.5
 MAX_FINAL_FACTOR = 4
@@ -73,6 +81,11 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
     if mean > 0:
         factor = min(MAX_FINAL_FACTOR, math.ceil(FINAL_ACCEPTANCE / mean))
     return int(n_mcmc_steps) * int(factor)
+
+
+def attempt_points(attempts) -> list[LengthPoint]:
+    """The length rule's measured points of tuning attempts (each a run to τ = 1)."""
+    return [LengthPoint(int(a.n_stages), relative_variance(a.log_weights)) for a in attempts]
 
 
 def _one_step_setup(setup):
@@ -244,6 +257,18 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         )
     else:
         rate = rate_for_steps(total, n_tune_steps) if auto else delta
+    enough = None
+    if auto_length:
+        # an attempt off its length window that reached τ = 1 within the cap is kept when
+        # a point near n_tune_steps could no longer shorten the final run (length_settled):
+        # the choice below, from the start and that attempt, is then made already
+        def enough(res) -> bool:
+            pts = points + attempt_points([res])
+            short = 2 * n_tune_steps
+            return length_settled(
+                pts, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS, short, n_tune_steps
+            )
+
     tuning = constant_rate_tuning(
         setup,
         path,
@@ -255,6 +280,7 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         reference=pilot.reference,
         warn_at_cap=not auto,  # with delta="auto" a capped run is replaced (below)
         label="CR-AIS tuning",
+        enough=enough,
         **rule,
     )
     tres = tuning.result
@@ -278,7 +304,7 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         )
         final = np.linspace(0.0, 1.0, n_linear + 1)
     elif auto_length:
-        points.append(LengthPoint(int(tuned.size - 1), relative_variance(tres.log_weights)))
+        points.extend(attempt_points([tres]))
         k, mcse = choose_length(points, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS)
         attrs.update(
             tune_relative_variance=points[-1].r,

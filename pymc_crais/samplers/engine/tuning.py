@@ -15,6 +15,7 @@ kernels :class:`pymc_crais.CRSMC` and :class:`pymc_crais.CRAIS`.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -248,12 +249,16 @@ class RateTuning:
         Attempts made (``delta`` rescaled between them).
     n_logp_evals : int
         Model evaluations of all attempts.
+    attempts : tuple of AnnealResult
+        Every attempt, in order (the last is ``result``): each is a complete run to τ = 1
+        on fresh particles, so each measures the run's error at its own length.
     """
 
     result: AnnealResult
     delta: float
     n_attempts: int
     n_logp_evals: int
+    attempts: tuple = ()
 
     @property
     def schedule(self) -> np.ndarray:
@@ -296,6 +301,7 @@ def constant_rate_run(
     warn_at_cap: bool = True,
     progressbar: bool = False,
     label: str = "tuning",
+    enough: Callable[[AnnealResult], bool] | None = None,
 ) -> RateTuning:
     """Anneal ``draws`` fresh particles (``draw(rng, n)``, kernel ``new_kernel()``) with the
     constant-rate rule at rate ``delta``.
@@ -306,10 +312,13 @@ def constant_rate_run(
     ``max_step`` clips most of them. A :class:`~pymc_crais.warnings.MaxStepsWarning` of an
     attempt that is retried is not shown; ``warn_at_cap=False`` silences it always. With a
     ``reference`` (α ≠ 0, from :func:`path_pilot`) the rule's statistics come from it
-    rather than from the annealed particles.
+    rather than from the annealed particles. ``enough(result)``, if given, is asked after
+    each attempt off its length window that reached τ = 1 within ``max_steps``: ``True``
+    accepts that attempt (its caller has learned what it needs from the attempts so far).
     """
     before = density.n_evals
     n_attempts = 0
+    attempts = []
     for attempt in range(4 if n_target is not None else 1):
         n_attempts += 1
         used = delta
@@ -344,6 +353,7 @@ def constant_rate_run(
                         **res.stages,
                     }
                 )
+        attempts.append(res)
         if n_target is None:
             break
         m = res.n_stages
@@ -353,5 +363,7 @@ def constant_rate_run(
             m < n_target and clipped > 0.5
         ):
             break  # on target, or too short only because max_step clips most steps
+        if enough is not None and not res.hit_max_steps and enough(res):
+            break
         delta *= 4.0 if res.hit_max_steps else m / n_target
-    return RateTuning(res, used, n_attempts, density.n_evals - before)
+    return RateTuning(res, used, n_attempts, density.n_evals - before, tuple(attempts))
