@@ -154,3 +154,25 @@ def test_bugs_oneway_trapped_run_is_restarted_and_right():
     assert at["refit_first_run_log_z"] < inst.log_z - 3.0
     log_z, mcse = pmc.log_marginal_likelihood(idata)
     assert abs(log_z - inst.log_z) < 3 * mcse + 0.1
+
+
+def test_crais_runs_the_check_and_pools_it():
+    """``sample_crais`` records the refit check (no second run) and
+    ``log_marginal_likelihood`` pools its importance estimate as for ``sample_smc``: on an
+    exact model the pooled error bar is smaller and still covers the truth."""
+    import warnings
+
+    import pymc_crais as pmc
+    from pymc_crais.samplers.engine.crais_plan import REFIT
+    from pymc_crais.validation.testing import build_case
+
+    model, exact = build_case("normal_mean")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pmc.sample_crais(model=model, chains=2, draws=500, random_seed=3, cores=1,
+                                 progressbar=False)  # fmt: skip
+    at = idata["sample_stats"].attrs
+    assert REFIT == "check" and at["refit_checked"] and not at["refit_restarted"]
+    log_z, mcse, det = pmc.log_marginal_likelihood(idata, return_details=True)
+    assert det["refit_pooled"] and mcse < det["mcse_chains_pooled"]
+    assert abs(log_z - exact) < 4 * mcse + 0.01

@@ -35,6 +35,7 @@ from .tuning import constant_rate_tuning, path_pilot, rate_for_steps
 __all__ = [
     "FINAL_ACCEPTANCE",
     "MAX_FINAL_FACTOR",
+    "REFIT",
     "CRAISSettings",
     "attempt_points",
     "final_transitions",
@@ -50,6 +51,12 @@ AUTO_TUNE_STEPS = 32
 """Target length of the tuning run under ``n_steps="auto"``."""
 MAX_AUTO_STEPS = 200
 """The longest final run ``n_steps="auto"`` chooses."""
+REFIT = "check"
+"""CR-AIS's posterior refit check (:mod:`~pymc_crais.samplers.engine.posterior_refit`): the
+check and its record (flag ``refit``; :func:`pymc_crais.log_marginal_likelihood` pools its
+importance estimate as for ``sample_smc``), without ``sample_smc``'s second run: CR-AIS's
+schedule and scale shift are tuned to its start, so a run from the fitted start would need a
+tuning run of its own."""
 
 
 def final_transitions(acceptance, n_mcmc_steps: int) -> int:
@@ -140,7 +147,9 @@ def _one_step_plan(setup, alpha, attrs: dict, mcse: float, final_mcmc_steps, t_s
     )
     options = AnnealOptions.from_settings(n_mcmc_steps=int(n_mcmc), max_stages=2)
     schedule = one_step_schedule()
-    return AnnealPlan(setup, make_path(alpha, 0.0), schedule, "CR-AIS", options, attrs, {}, t_start)
+    return AnnealPlan(
+        setup, make_path(alpha, 0.0), schedule, "CR-AIS", options, attrs, {}, t_start, REFIT
+    )
 
 
 @dataclass(frozen=True)
@@ -349,4 +358,4 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         n_mcmc_steps=int(final_mcmc_steps), max_stages=int(final.size), kernel_params=replay
     )
     schedule = FixedSchedule(final, name="linear" if fallback else "constant_rate")
-    return AnnealPlan(setup, path, schedule, "CR-AIS", options, attrs, extra, t_start)
+    return AnnealPlan(setup, path, schedule, "CR-AIS", options, attrs, extra, t_start, REFIT)
