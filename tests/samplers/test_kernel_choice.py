@@ -156,7 +156,12 @@ def test_default_smc_moves_the_target_with_independence_proposals_and_keeps_hmcs
     default, hmc = pmc.sample_smc(**kw), pmc.sample_smc(kernel="hmc", **kw)
     attrs = default["sample_stats"].attrs
     assert attrs["kernel"] == "hmc_final_imh" and attrs["kernel_requested"] == "auto"
-    assert pmc.log_marginal_likelihood(default) == pmc.log_marginal_likelihood(hmc)
+    # the chains' own estimate (before pooling with the refit check, whose importance draws
+    # are fitted to the final draws, which the final moves change)
+    chains = [pmc.log_marginal_likelihood(r, return_details=True)[2] for r in (default, hmc)]
+    assert [(d["log_z_chains_pooled"], d["mcse_chains_pooled"]) for d in chains[:1]] == [
+        (d["log_z_chains_pooled"], d["mcse_chains_pooled"]) for d in chains[1:]
+    ]
     evals = [int(np.asarray(r["sample_stats"]["n_logp_evals"]).sum()) for r in (default, hmc)]
     assert evals[0] < evals[1], evals
     draws = np.asarray(default["posterior"]["mu"]).reshape(-1, 2)
