@@ -37,7 +37,7 @@ __all__ = [
     "MAX_FINAL_FACTOR",
     "REFIT",
     "CRAISSettings",
-    "attempt_points",
+    "attempt_point",
     "final_transitions",
     "plan_crais",
 ]
@@ -90,9 +90,9 @@ def final_transitions(acceptance, n_mcmc_steps: int) -> int:
     return int(n_mcmc_steps) * int(factor)
 
 
-def attempt_points(attempts) -> list[LengthPoint]:
-    """The length rule's measured points of tuning attempts (each a run to τ = 1)."""
-    return [LengthPoint(int(a.n_stages), relative_variance(a.log_weights)) for a in attempts]
+def attempt_point(attempt) -> LengthPoint:
+    """The length rule's measured point of a tuning attempt (a run to τ = 1)."""
+    return LengthPoint(int(attempt.n_stages), relative_variance(attempt.log_weights))
 
 
 def _one_step_setup(setup):
@@ -272,7 +272,7 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         # a point near n_tune_steps could no longer shorten the final run (length_settled):
         # the choice below, from the start and that attempt, is then made already
         def enough(res) -> bool:
-            pts = points + attempt_points([res])
+            pts = [*points, attempt_point(res)]
             short = 2 * n_tune_steps
             return length_settled(
                 pts, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS, short, n_tune_steps
@@ -313,7 +313,7 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         )
         final = np.linspace(0.0, 1.0, n_linear + 1)
     elif auto_length:
-        points.extend(attempt_points([tres]))
+        points.append(attempt_point(tres))
         k, mcse = choose_length(points, setup.draws, setup.chains, target_mcse, MAX_AUTO_STEPS)
         attrs.update(
             tune_relative_variance=points[-1].r,

@@ -249,16 +249,12 @@ class RateTuning:
         Attempts made (``delta`` rescaled between them).
     n_logp_evals : int
         Model evaluations of all attempts.
-    attempts : tuple of AnnealResult
-        Every attempt, in order (the last is ``result``): each is a complete run to τ = 1
-        on fresh particles, so each measures the run's error at its own length.
     """
 
     result: AnnealResult
     delta: float
     n_attempts: int
     n_logp_evals: int
-    attempts: tuple = ()
 
     @property
     def schedule(self) -> np.ndarray:
@@ -318,7 +314,6 @@ def constant_rate_run(
     """
     before = density.n_evals
     n_attempts = 0
-    attempts = []
     for attempt in range(4 if n_target is not None else 1):
         n_attempts += 1
         used = delta
@@ -353,7 +348,6 @@ def constant_rate_run(
                         **res.stages,
                     }
                 )
-        attempts.append(res)
         if n_target is None:
             break
         m = res.n_stages
@@ -366,4 +360,4 @@ def constant_rate_run(
         if enough is not None and not res.hit_max_steps and enough(res):
             break
         delta *= 4.0 if res.hit_max_steps else m / n_target
-    return RateTuning(res, used, n_attempts, density.n_evals - before, tuple(attempts))
+    return RateTuning(res, used, n_attempts, density.n_evals - before)
