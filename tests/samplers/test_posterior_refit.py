@@ -1,6 +1,7 @@
 """The posterior refit check (samplers/engine/posterior_refit.py): it fires on a run whose
 log Ẑ lies below what its own posterior draws support, stays quiet on a right run and on a
-run above the importance estimate, restarts from the fitted start, and is reported."""
+run above the importance estimate, restarts from the fitted start (also for precision, when
+the run is right but its error bar is wide), and is reported."""
 
 from types import SimpleNamespace
 
@@ -12,9 +13,12 @@ from pymc_crais.core.density import FunctionDensity
 from pymc_crais.core.refit import importance_estimate, student_t_from_draws
 from pymc_crais.diagnostic_checks import find_problems
 from pymc_crais.samplers.engine.posterior_refit import (
+    PRECISION_TARGET,
     REFIT_DRAWS,
+    RefitCheck,
     checked_chains,
     refit_check,
+    wants_precision,
 )
 
 # a 2-d Gaussian posterior: prior N(0, 3² I), likelihood exp(-|x - m|² / 2) (unnormalized)
@@ -176,3 +180,62 @@ def test_crais_runs_the_check_and_pools_it():
     log_z, mcse, det = pmc.log_marginal_likelihood(idata, return_details=True)
     assert det["refit_pooled"] and mcse < det["mcse_chains_pooled"]
     assert abs(log_z - exact) < 4 * mcse + 0.01
+
+
+# ------------------------------------------------------------------ restart for precision
+def _check(**kw):
+    base = dict(
+        log_z=LOG_Z, mcse=0.02, pareto_k=0.3, run_log_z=LOG_Z, run_mcse=0.08, gap_sigma=0.0,
+        disagrees=False, proposal=None, n_evals=8000, reported_mcse=0.07, chains_mcse=0.08,
+        agreement_p=0.5,
+    )  # fmt: skip
+    base.update(kw)
+    return RefitCheck(**base)
+
+
+@pytest.mark.parametrize(
+    ("change", "wanted"),
+    [
+        ({}, True),
+        ({"reported_mcse": 0.04}, False),  # precise enough once pooled
+        ({"disagrees": True}, False),  # the other restart's business
+        ({"pareto_k": 0.9}, False),  # the Student-t is no start
+        ({"chains_mcse": 0.2}, False),  # the precision flag must stay visible
+        ({"agreement_p": 1e-4}, False),  # the chains disagree: flagged, not hidden
+        ({"reported_mcse": float("nan")}, False),
+    ],
+)
+def test_wants_precision_only_for_an_imprecise_run_that_passed_its_checks(change, wanted):
+    assert wants_precision(_check(**change), _chains(LOG_Z)) is wanted
+    capped = _chains(LOG_Z)
+    capped[2].hit_max_steps = True
+    assert not wants_precision(_check(**change), capped)
+    assert PRECISION_TARGET == 0.05
+
+
+def test_imprecise_run_is_run_again_from_the_fitted_start(monkeypatch):
+    """A run that agrees with its check but whose reported error stays above the target
+    (here: nothing pooled) is replaced by a second run from the fitted Student-t, and the
+    record says why; a precise one, or one whose chains' error is past the precision flag's
+    line, is returned as it is."""
+    from pymc_crais.samplers.engine import posterior_refit
+
+    monkeypatch.setattr(posterior_refit, "pool_with_refit", lambda *a, **k: None)
+    calls = []
+
+    def rerun(new_setup):
+        calls.append(new_setup)
+        return _chains(LOG_Z, seed=9, mcse=0.03), 1.0
+
+    attrs = {}
+    out = checked_chains(_setup(), _chains(LOG_Z, mcse=0.1), attrs, rerun)
+    assert len(calls) == 1 and out[0].log_marginal_likelihood == LOG_Z
+    assert attrs["refit_restarted"] and attrs["refit_restart_reason"] == "precision"
+    assert attrs["refit_first_mcse_reported"] > PRECISION_TARGET
+    assert not attrs["refit_first_disagrees"] and not find_problems([], attrs)
+    for mcse in (0.03, 0.3):  # precise already; the precision flag's business
+        attrs = {}
+        chains = _chains(LOG_Z, mcse=mcse)
+        assert checked_chains(_setup(), chains, attrs, rerun) is chains
+        assert not attrs["refit_restarted"] and attrs["refit_restart_reason"] == ""
+    assert len(calls) == 1

@@ -23,7 +23,15 @@ the annealing never carried the population's weight to the bulk, although the mo
 carry particles there (which is why the refit finds the bulk).
 
 ``sample_smc`` then anneals again from that Student-t, with fresh generators, and returns
-the second run, checked the same way; its ``log Ẑ`` does not depend on the first run's
+the second run, checked the same way. It does the same when the run is only *imprecise*
+(:func:`wants_precision`): the error ``log_marginal_likelihood`` would report, pooled
+with the importance estimate where that is allowed, is above :data:`PRECISION_TARGET`
+nats, the Student-t is a usable start (k̂ ≤ 0.7) and the run passed the checks that
+a second run could hide (its chains agree, their own error is at most
+:data:`~pymc_crais.diagnostic_checks.MAX_MCSE`, no chain hit its step cap). From a start
+that close to the posterior the second run needs a few stages (on the applied tier 3–4
+against 12–18, about a twentieth of the first run's evaluations) and its error is about
+half. In either case the second run's ``log Ẑ`` does not depend on the first run's
 randomness except through the start, which is a normalized density, so it is valid. If the
 second run disagrees too, :func:`pymc_crais.diagnostics.check_run` flags it (``refit``).
 Where the two agree and the weights' k̂ is at most
@@ -41,11 +49,25 @@ import numpy as np
 
 from ...core.estimators import combine_chain_estimates
 from ...core.initial import InitialReweightedDensity
-from ...core.refit import REFIT_FLOOR, REFIT_SIGMA, importance_estimate, student_t_from_draws
-from ...tail_stats import KHAT_THRESHOLD, heavy_tail_factor, pareto_khat
+from ...core.refit import (
+    REFIT_FLOOR,
+    REFIT_SIGMA,
+    importance_estimate,
+    pool_with_refit,
+    student_t_from_draws,
+)
+from ...diagnostic_checks import AGREEMENT_P_VALUE, MAX_MCSE
+from ...tail_stats import (
+    KHAT_THRESHOLD,
+    chain_agreement,
+    heavy_tail_factor,
+    pareto_khat,
+    pooled_pareto_khat,
+)
 from .init_auto import DF, SCALE
 
 __all__ = [
+    "PRECISION_TARGET",
     "REFIT_DRAWS",
     "REFIT_FLOOR",
     "REFIT_SIGMA",
@@ -53,7 +75,13 @@ __all__ = [
     "checked_chains",
     "refit_check",
     "restart_setup",
+    "wants_precision",
 ]
+
+PRECISION_TARGET = 0.05
+"""Nats: above this reported error of ``log Ẑ`` a run whose refit Student-t is a usable
+start is run again from it (:func:`wants_precision`): the precision a Bayes factor between
+close models needs."""
 
 REFIT_DRAWS = 2000
 """Fewest draws of the fitted Student-t (model evaluations of the check); a run with more
@@ -78,6 +106,14 @@ class RefitCheck:
     disagrees: bool
     proposal: object
     n_evals: int
+    reported_mcse: float = float("nan")
+    """The error :func:`pymc_crais.log_marginal_likelihood` reports for the run: the chains'
+    (each chain's variance times the factor of the pooled k̂), pooled with this estimate
+    where :func:`~pymc_crais.core.refit.pool_with_refit` allows."""
+    chains_mcse: float = float("nan")
+    """The chains' own part of it (before pooling)."""
+    agreement_p: float = float("nan")
+    """The chains' agreement test's p-value (:func:`pymc_crais.tail_stats.chain_agreement`)."""
 
     def attrs(self, prefix: str = "refit") -> dict:
         """The run attributes that record the check."""
@@ -128,10 +164,36 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     disagrees = bool(
         k <= KHAT_THRESHOLD and np.isfinite(est.log_z) and gap > REFIT_SIGMA * sd + REFIT_FLOOR
     )
+    # the error log_marginal_likelihood will report, and the chains' agreement behind it
+    fp = float(heavy_tail_factor(pooled_pareto_khat([c.log_weights for c in chains], lz)))
+    chains_lz, chains_mcse, _ = combine_chain_estimates(lz, v, np.full(lz.size, fp))
+    pooled = pool_with_refit(chains_lz, chains_mcse, est.log_z, est.mcse, k, float(heavy_tail_factor(k)))
+    reported = chains_mcse if pooled is None else pooled[1]
+    p = chain_agreement(lz, v * fp)[1]
     return RefitCheck(
         est.log_z, est.mcse, k, float(run_lz), float(run_mcse), gap_sigma, disagrees,
-        proposal, est.n_evals,
+        proposal, est.n_evals, float(reported), float(chains_mcse), float(p),
     )  # fmt: skip
+
+
+def wants_precision(check: RefitCheck, chains) -> bool:
+    """Whether a run that agrees with its refit check is run again from the fitted
+    Student-t for precision: its reported error is above :data:`PRECISION_TARGET`, the
+    Student-t's weights have k̂ ≤ 0.7 (a start close to the posterior), and the run passed
+    what a second run would no longer show: the chains agree (p ≥
+    :data:`~pymc_crais.diagnostic_checks.AGREEMENT_P_VALUE`), their own error is at most
+    :data:`~pymc_crais.diagnostic_checks.MAX_MCSE` (a wider one says a region the moves
+    reach too rarely, which a start fitted to those moves' particles would miss too), and
+    no chain hit its step cap."""
+    if check.disagrees or not check.pareto_k <= KHAT_THRESHOLD:
+        return False
+    if not (np.isfinite(check.reported_mcse) and check.reported_mcse > PRECISION_TARGET):
+        return False
+    if not check.chains_mcse <= MAX_MCSE:
+        return False
+    if np.isfinite(check.agreement_p) and check.agreement_p < AGREEMENT_P_VALUE:
+        return False
+    return not any(bool(getattr(c, "hit_max_steps", False)) for c in chains)
 
 
 def restart_setup(setup, proposal, chain_rngs):
@@ -162,15 +224,23 @@ def checked_chains(setup, chains: list, attrs: dict, rerun=None) -> list:
         attrs["refit_checked"] = False
         return chains
     attrs.update(refit_checked=True, refit_restarted=False, n_logp_evals_refit=check.n_evals)
-    attrs.update(check.attrs())
-    if not check.disagrees or rerun is None:
+    attrs.update(check.attrs(), refit_restart_reason="")
+    if rerun is None:
+        return chains
+    if check.disagrees:
+        reason = "disagrees"
+    elif wants_precision(check, chains):
+        reason = "precision"
+    else:
         return chains
     first_evals = int(sum(c.n_logp_evals for c in chains))
     second, seconds = rerun(restart_setup(setup, check.proposal, kids[2:]))
     attrs.update(check.attrs("refit_first"))
     attrs.update(
         refit_restarted=True,
+        refit_restart_reason=reason,
         refit_first_mcse_run=check.run_mcse,
+        refit_first_mcse_reported=check.reported_mcse,
         sampling_time=float(attrs.get("sampling_time", 0.0)) + seconds,
     )
     t0 = time.perf_counter()
