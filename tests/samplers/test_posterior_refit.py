@@ -184,11 +184,11 @@ def test_crais_runs_the_check_and_pools_it():
 
 # ------------------------------------------------------------------ restart for precision
 def _check(**kw):
-    base = dict(
-        log_z=LOG_Z, mcse=0.02, pareto_k=0.3, run_log_z=LOG_Z, run_mcse=0.08, gap_sigma=0.0,
-        disagrees=False, proposal=None, n_evals=8000, reported_mcse=0.07, chains_mcse=0.08,
-        agreement_p=0.5,
-    )  # fmt: skip
+    base = {
+        "log_z": LOG_Z, "mcse": 0.02, "pareto_k": 0.3, "run_log_z": LOG_Z, "run_mcse": 0.08,
+        "gap_sigma": 0.0, "disagrees": False, "proposal": None, "n_evals": 8000,
+        "reported_mcse": 0.07, "chains_mcse": 0.08, "agreement_p": 0.5,
+    }  # fmt: skip
     base.update(kw)
     return RefitCheck(**base)
 
