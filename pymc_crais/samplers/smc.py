@@ -245,20 +245,8 @@ def plan_smc(
                 delta, min_step=min_step or 0.0, max_step=max_step, cess_floor=CR_SMC_CESS_FLOOR
             )
             attrs.update(sched.describe())
-    run_options = AnnealOptions.from_settings(
-        n_mcmc_steps=st.n_mcmc_steps,
-        max_stages=st.max_steps,
-        resample=st.resample,
-        threshold=st.resample_threshold,
-        resampler=st.resampler,
-        max_mcmc_steps=int(st.max_mcmc_steps),
-        correlation_threshold=float(st.correlation_threshold),
-        tune_from_weights=True,
-        max_correlation=float(st.max_correlation),
-        waste_free=st.waste_free,
-        stages=persistent_stages(persistent, setup) if persistent else None,
-        idle_mcmc_steps=st.resolved_idle_mcmc_steps(persistent),
-    )
+    stages = persistent_stages(persistent, setup) if persistent else None
+    run_options = st.anneal_options(persistent, stages)
     built = build_path(setup, path, alpha, c, attrs, path_kwargs)
     # a second run from the refit start needs a path and stages that do not depend on q0
     refit = "restart" if path == "geometric" and not persistent else "check"

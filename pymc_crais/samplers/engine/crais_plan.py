@@ -26,6 +26,7 @@ from ...core.schedules.run_length import (
 )
 from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
+from .annealed_start import annealed_start, needs_annealed_start
 from .kernel_choice import one_step_kernel
 from .options import RunArguments, RunOptions, check_int, check_rate, is_auto
 from .pipeline import kernel_attributes, prepare
@@ -51,6 +52,10 @@ AUTO_TUNE_STEPS = 32
 """Target length of the tuning run under ``n_steps="auto"``."""
 MAX_AUTO_STEPS = 200
 """The longest final run ``n_steps="auto"`` chooses."""
+ANNEALED_REASON = (
+    "the start's importance weights had Pareto k-hat above 0.7: a Student-t fitted to the "
+    "final particles of SMC chains run from it (annealed_start)"
+)
 REFIT = "check"
 """CR-AIS's posterior refit check (:mod:`~pymc_crais.samplers.engine.posterior_refit`): the
 check and its record (flag ``refit``; :func:`pymc_crais.log_marginal_likelihood` pools its
@@ -244,6 +249,17 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
     if auto_length:
         start = start_length_point(setup)
         attrs.update(start.attrs)
+        if not start.meets(target_mcse) and needs_annealed_start(setup, start.attrs):
+            # far from the posterior: an SMC run finds the start (annealed_start)
+            setup, found = annealed_start(setup)
+            attrs.update(found, init_first_pareto_k=start.attrs["start_pareto_k"])
+            spent = start.attrs["n_logp_evals_start"] + found["n_logp_evals_annealed_start"]
+            if found["init_annealed"]:
+                attrs.update(init_choice="annealed", init_reason=ANNEALED_REASON)
+                start = start_length_point(setup)
+                attrs.update(start.attrs)
+                spent += start.attrs["n_logp_evals_start"]
+            attrs["n_logp_evals_start"] = spent
         if start.point is not None:
             points.append(start.point)
         if start.meets(target_mcse):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from ...core.anneal import AnnealOptions
 from ...core.kernels.moves import CORRELATION_THRESHOLD, MAX_CORRELATION, MAX_MCMC_STEPS
 from ...core.schedules.adaptive import ConstantRateSchedule
 from .options import check_int
@@ -133,3 +134,21 @@ class SMCSettings:
         if adaptive and self.resample == "ess" and not self.waste_free and not persistent:
             return 1
         return None
+
+    def anneal_options(self, persistent=False, stages=None) -> AnnealOptions:
+        """The annealing loop's options of a ``sample_smc`` run with these settings
+        (``stages``: persistent sampling's strategy, else ``None``)."""
+        return AnnealOptions.from_settings(
+            n_mcmc_steps=self.n_mcmc_steps,
+            max_stages=self.max_steps,
+            resample=self.resample,
+            threshold=self.resample_threshold,
+            resampler=self.resampler,
+            max_mcmc_steps=int(self.max_mcmc_steps),
+            correlation_threshold=float(self.correlation_threshold),
+            tune_from_weights=True,
+            max_correlation=float(self.max_correlation),
+            waste_free=self.waste_free,
+            stages=stages,
+            idle_mcmc_steps=self.resolved_idle_mcmc_steps(persistent),
+        )
