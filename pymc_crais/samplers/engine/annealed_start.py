@@ -38,6 +38,8 @@ ANNEALED_START_KHAT = 0.7
 """Pareto k̂ of the start's importance weights above which CR-AIS anneals to a start."""
 PILOT_CHAINS = 2
 """SMC chains of the annealed start (each with the run's ``draws`` particles)."""
+START_SCALE, START_DF = SCALE, DF
+"""The fitted Student-t's scale factor and degrees of freedom."""
 
 
 def needs_annealed_start(setup, start_attrs: dict) -> bool:
@@ -81,7 +83,7 @@ def annealed_start(setup):
     lz = np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64)
     proposal = None
     if np.all(np.isfinite(lz)):
-        proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=SCALE, df=DF)
+        proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=START_SCALE, df=START_DF)
     if proposal is None:
         attrs["init_annealed"] = False
         return setup, attrs
