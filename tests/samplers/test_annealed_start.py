@@ -37,14 +37,14 @@ def test_needs_annealed_start(setup, khat, wanted):
 
 
 @pytest.fixture(scope="module")
-def centred_eight_schools():
-    return get_case("eight_schools_centered").build()
+def hierarchical():
+    return get_case("hier_noncentered").build()
 
 
-def test_centred_model_anneals_to_its_start_and_is_right(centred_eight_schools):
-    """The centred eight schools: no Laplace fit (a funnel), so init="auto" starts at the
-    prior, whose weights have a heavy tail; the annealed start makes CR-AIS's run short."""
-    case = centred_eight_schools
+def test_far_start_anneals_to_a_close_one_and_is_right(hierarchical):
+    """A hierarchical model whose Laplace start's weights have a heavy tail (k̂ 1.7 at
+    seed 45 of the suite): from the annealed start CR-AIS's run is short and right."""
+    case = hierarchical
     kw = {"model": case.model, "draws": 1000, "chains": 2, "progressbar": False}
     idata = pmc.sample_crais(random_seed=11, **kw)
     a = idata.sample_stats.attrs
@@ -64,9 +64,9 @@ def test_centred_model_anneals_to_its_start_and_is_right(centred_eight_schools):
     )
 
 
-def test_a_start_the_user_chose_is_kept(centred_eight_schools):
+def test_a_start_the_user_chose_is_kept(hierarchical):
     idata = pmc.sample_crais(
-        model=centred_eight_schools.model, draws=300, chains=1, init="prior", random_seed=3,
+        model=hierarchical.model, draws=300, chains=1, init="prior", random_seed=3,
         progressbar=False,
     )  # fmt: skip
     assert "init_annealed" not in idata.sample_stats.attrs
