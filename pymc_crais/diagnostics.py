@@ -95,6 +95,7 @@ __all__ = [
     "pareto_khat",
     "pareto_khat_from_tail",
     "pooled_pareto_khat",
+    "run_problems",
 ]
 
 
@@ -117,6 +118,16 @@ def check_chains(chains: list, attrs: dict) -> list:
                 stats[key] = d[key]
         out.append(replace(c, stages=stages, stats=stats))
     return out
+
+
+def run_problems(chains: list, attrs: dict) -> list[str]:
+    """The checks a run's typed chain results fail (:func:`check_run`'s, on copies: nothing
+    is stored and nothing is warned), e.g. for deciding whether to replace the run."""
+    a = dict(attrs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableEvidenceWarning)
+        diagnosis = check_run([c.as_dict() for c in chains], a, stacklevel=1)
+    return sorted({p.check for p in diagnosis.problems})
 
 
 def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = None) -> Diagnosis:

@@ -72,9 +72,10 @@ def sample_smc(
         chain agreement, the posterior refit check) always run and raise
         :class:`pymc_crais.UnreliableEvidenceWarning` (see :func:`pymc_crais.diagnose`).
         The posterior refit check compares ``log Ẑ`` with importance sampling from a
-        Student-t fitted to the chains' draws; a run well below a light-tailed estimate is
-        annealed once more from that Student-t and the second run is returned (attrs
-        ``refit_*``; :mod:`pymc_crais.samplers.engine.posterior_refit`).
+        Student-t fitted to the chains' draws; a run well below a light-tailed estimate, or
+        a run that passed every check but would report an MCSE above 0.05 nat, is annealed
+        once more from that Student-t and the second run is returned (attrs ``refit_*``,
+        ``refit_restart_reason``; :mod:`pymc_crais.samplers.engine.posterior_refit`).
     **kernel_kwargs
         ``schedule`` (``"ess"`` default, ``"cess"``, ``"constant_rate"`` = CR-SMC, a fixed
         name, an array or a previous result); ``threshold`` (ρ of the ESS/CESS rules,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pymc_crais as pmc
-from pymc_crais.diagnostic_checks import find_problems
+from pymc_crais.diagnostic_checks import find_problems, laplace_start
 from pymc_crais.samplers.engine.annealed_start import ANNEALED_START_KHAT, needs_annealed_start
 from pymc_crais.validation.cases import get_case
 
@@ -51,8 +51,11 @@ def test_far_start_anneals_to_a_close_one_and_is_right(hierarchical):
     assert a["init_choice"] == "annealed" and a["init_annealed"]
     assert not a["init_first_pareto_k"] <= ANNEALED_START_KHAT
     assert a["init_annealed_chains"] == 2 and a["init_annealed_stages"] > 1
-    # every evaluation is counted: the SMC chains' in the pilot's
-    assert a["n_logp_evals_pilot"] >= a["n_logp_evals_annealed_start"] > 0
+    # every evaluation is counted once: both starts' 1,000 weights and the SMC chains'
+    assert a["n_logp_evals_start"] == 2 * 1000 + a["n_logp_evals_annealed_start"]
+    assert a["n_logp_evals_pilot"] >= a["n_logp_evals_start"]
+    assert a["init_annealed_pareto_k"] < a["init_first_pareto_k"]
+    assert not laplace_start(dict(a))  # the replaced Laplace fit is not checked
     assert int(a["n_steps"]) < 50
     log_z, mcse = pmc.log_marginal_likelihood(idata)
     assert abs(log_z - case.log_z) < 4 * mcse + 0.05
@@ -69,4 +72,22 @@ def test_a_start_the_user_chose_is_kept(hierarchical):
         model=hierarchical.model, draws=300, chains=1, init="prior", random_seed=3,
         progressbar=False,
     )  # fmt: skip
-    assert "init_annealed" not in idata.sample_stats.attrs
+    a = idata.sample_stats.attrs
+    assert "init_annealed" not in a
+    assert not a["start_pareto_k"] <= ANNEALED_START_KHAT  # it would have been annealed
+
+
+@pytest.mark.filterwarnings("ignore::pymc_crais.UnreliableEvidenceWarning")
+def test_a_failed_annealing_keeps_the_first_start(hierarchical, monkeypatch):
+    from pymc_crais.samplers.engine import annealed_start
+
+    def fail(*args, **kwargs):
+        raise pmc.ChainFailedError("chain 0 failed: a test")
+
+    monkeypatch.setattr(annealed_start, "run_anneal_chains", fail)
+    idata = pmc.sample_crais(
+        model=hierarchical.model, draws=300, chains=1, random_seed=3, progressbar=False
+    )
+    a = idata.sample_stats.attrs
+    assert not a["init_annealed"] and "a test" in a["init_annealed_failed"]
+    assert a["init_choice"] != "annealed" and np.isfinite(pmc.log_marginal_likelihood(idata)[0])

@@ -9,13 +9,18 @@ longest run, 8–23 times SMC's cost at equal error, and still misses on hierarc
 of 40–150 dimensions. SMC, which resamples, gets there at a fraction of that.
 
 So when the start's own weights (:func:`~pymc_crais.samplers.engine.start_point.start_length_point`)
-have k̂ above :data:`ANNEALED_START_KHAT` and ``init="auto"`` chose the start, CR-AIS first
-runs :data:`PILOT_CHAINS` chains of ``sample_smc``'s defaults (the ESS rule, resampling,
+have k̂ above :data:`ANNEALED_START_KHAT`, ``init="auto"`` chose the start and the run's
+length is automatic (``n_steps="auto"``, the default), CR-AIS first
+runs :data:`PILOT_CHAINS` chains (one with ``chains=1``) of ``sample_smc``'s defaults (the ESS rule, resampling,
 adaptive move counts) with CR-AIS's kernel and particles, from that start, and fits a
 Student-t to their final particles (:func:`~pymc_crais.core.refit.student_t_from_draws`, the
 posterior refit check's fit). CR-AIS then plans and runs from that Student-t as from any
 start: its ``log Ẑ`` is its own run's, from fresh generators; the SMC run only chose ``q0``
 (a normalized density), as the Laplace fit does otherwise, and its estimate is not used.
+The new start is measured as the first was and kept only if its weights' k̂ is lower (the
+choice uses run-level draws only). If an SMC chain fails, or one stops at its stage cap, the
+first start is kept. The ``pm.sample_smc`` kernel :class:`pymc_crais.CRAIS` plans once per
+PyMC chain, so there each chain anneals its own start.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .anneal_chain import run_anneal_chains
 from .init_auto import DF, SCALE
 from .options import is_auto
 from .posterior_refit import restart_setup
+from .runner import ChainFailedError
 from .smc_settings import SMCSettings
 
 __all__ = ["ANNEALED_START_KHAT", "PILOT_CHAINS", "annealed_start", "needs_annealed_start"]
@@ -69,22 +75,30 @@ def annealed_start(setup):
     pilot.chains = min(PILOT_CHAINS, setup.chains) if setup.chains else PILOT_CHAINS
     pilot.chain_rngs = list(setup.aux_rng.spawn(pilot.chains))
     pilot.cores = min(setup.cores, pilot.chains)
-    chains, seconds = run_anneal_chains(
-        pilot, make_path(0.0, 0.0), schedule, "CR-AIS start (SMC)", settings.anneal_options()
+    before = setup.model_density.n_evals
+    attrs = {"init_annealed": False, "init_annealed_chains": int(pilot.chains)}
+    try:
+        chains, seconds = run_anneal_chains(
+            pilot, make_path(0.0, 0.0), schedule, "CR-AIS start (SMC)", settings.anneal_options()
+        )
+    except ChainFailedError as err:  # keep the first start; the final run will say more
+        attrs.update(
+            init_annealed_failed=f"{type(err).__name__}: {err}"[:300],
+            n_logp_evals_annealed_start=int(setup.model_density.n_evals - before),
+        )
+        return setup, attrs
+    attrs.update(
+        init_annealed_stages=int(max(c.n_stages for c in chains)),
+        init_annealed_seconds=float(seconds),
+        n_logp_evals_annealed_start=int(sum(c.n_logp_evals for c in chains)),
     )
-    n_evals = int(sum(c.n_logp_evals for c in chains))
-    attrs = {
-        "init_annealed": True,
-        "init_annealed_chains": int(pilot.chains),
-        "init_annealed_stages": int(max(c.n_stages for c in chains)),
-        "init_annealed_seconds": float(seconds),
-        "n_logp_evals_annealed_start": n_evals,
-    }
     lz = np.array([c.log_marginal_likelihood for c in chains], dtype=np.float64)
     proposal = None
-    if np.all(np.isfinite(lz)):
-        proposal = student_t_from_draws(np.concatenate([c.x for c in chains]), scale=START_SCALE, df=START_DF)
+    # a chain stopped by its stage cap ends at a tempered target, not the posterior
+    if np.all(np.isfinite(lz)) and not any(c.hit_max_steps for c in chains):
+        draws = np.concatenate([c.x for c in chains])
+        proposal = student_t_from_draws(draws, scale=START_SCALE, df=START_DF)
     if proposal is None:
-        attrs["init_annealed"] = False
         return setup, attrs
+    attrs["init_annealed"] = True
     return restart_setup(setup, proposal, setup.chain_rngs), attrs
