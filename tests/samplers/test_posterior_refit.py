@@ -221,6 +221,16 @@ def test_wants_precision_only_for_an_imprecise_run_that_passed_its_checks(
     change, problems, wanted
 ):
     assert wants_precision(_check(**change), problems) is wanted
+    calls = []  # the run's checks are computed only when the rest holds
+
+    def lazy():
+        calls.append(1)
+        return problems
+
+    assert wants_precision(_check(**change), lazy) is wanted
+    needed = not change.get("disagrees") and change.get("pareto_k", 0.3) <= 0.7
+    needed = needed and change.get("reported_mcse", 0.07) > PRECISION_TARGET
+    assert len(calls) == int(needed)
     assert PRECISION_TARGET == 0.05
 
 

@@ -37,15 +37,24 @@ from .options import is_auto
 from .posterior_refit import restart_setup
 from .runner import ChainFailedError
 from .smc_settings import SMCSettings
+from .start_point import StartPoint, start_length_point
 
-__all__ = ["ANNEALED_START_KHAT", "PILOT_CHAINS", "annealed_start", "needs_annealed_start"]
+__all__ = [
+    "ANNEALED_START_KHAT",
+    "PILOT_CHAINS",
+    "anneal_if_far",
+    "annealed_start",
+    "needs_annealed_start",
+]
 
 ANNEALED_START_KHAT = 0.7
 """Pareto k̂ of the start's importance weights above which CR-AIS anneals to a start."""
 PILOT_CHAINS = 2
 """SMC chains of the annealed start (each with the run's ``draws`` particles)."""
-START_SCALE, START_DF = SCALE, DF
-"""The fitted Student-t's scale factor and degrees of freedom."""
+ANNEALED_REASON = (
+    f"the start's importance weights had Pareto k-hat above {ANNEALED_START_KHAT}: a "
+    "Student-t fitted to the final particles of SMC chains run from it (annealed_start)"
+)
 
 
 def needs_annealed_start(setup, start_attrs: dict) -> bool:
@@ -57,6 +66,35 @@ def needs_annealed_start(setup, start_attrs: dict) -> bool:
         return False
     k = float(start_attrs.get("start_pareto_k", np.nan))
     return not k <= ANNEALED_START_KHAT
+
+
+def anneal_if_far(setup, start: StartPoint, target_mcse: float):
+    """CR-AIS's start after step 0: ``(setup, start, attrs)``.
+
+    ``start`` is the measured first start. When it does not meet ``target_mcse`` and
+    :func:`needs_annealed_start`, the SMC chains run (:func:`annealed_start`) and their
+    Student-t, measured the same way, replaces it if its weights' k̂ is lower (both
+    measurements use run-level draws only). ``attrs`` records it, with
+    ``n_logp_evals_start`` counting both measurements and the SMC chains; empty when nothing
+    was tried.
+    """
+    if start.meets(target_mcse) or not needs_annealed_start(setup, start.attrs):
+        return setup, start, {}
+    new_setup, attrs = annealed_start(setup)
+    first_k = float(start.attrs["start_pareto_k"])
+    attrs["init_first_pareto_k"] = first_k
+    spent = start.attrs["n_logp_evals_start"] + attrs["n_logp_evals_annealed_start"]
+    if attrs["init_annealed"]:
+        new = start_length_point(new_setup)
+        spent += new.attrs["n_logp_evals_start"]
+        attrs["init_annealed_pareto_k"] = float(new.attrs["start_pareto_k"])
+        if not attrs["init_annealed_pareto_k"] >= first_k:
+            setup, start = new_setup, new
+            attrs.update(init_choice="annealed", init_reason=ANNEALED_REASON)
+        else:
+            attrs["init_annealed"] = False
+    attrs["n_logp_evals_start"] = spent
+    return setup, start, attrs
 
 
 def annealed_start(setup):
@@ -72,7 +110,7 @@ def annealed_start(setup):
         None, None, settings.threshold, settings.max_step, settings.min_step
     )
     pilot = copy.copy(setup)
-    pilot.chains = min(PILOT_CHAINS, setup.chains) if setup.chains else PILOT_CHAINS
+    pilot.chains = min(PILOT_CHAINS, setup.chains)
     pilot.chain_rngs = list(setup.aux_rng.spawn(pilot.chains))
     pilot.cores = min(setup.cores, pilot.chains)
     before = setup.model_density.n_evals
@@ -97,7 +135,7 @@ def annealed_start(setup):
     # a chain stopped by its stage cap ends at a tempered target, not the posterior
     if np.all(np.isfinite(lz)) and not any(c.hit_max_steps for c in chains):
         draws = np.concatenate([c.x for c in chains])
-        proposal = student_t_from_draws(draws, scale=START_SCALE, df=START_DF)
+        proposal = student_t_from_draws(draws, scale=SCALE, df=DF)
     if proposal is None:
         return setup, attrs
     attrs["init_annealed"] = True

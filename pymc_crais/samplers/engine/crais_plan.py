@@ -26,7 +26,7 @@ from ...core.schedules.run_length import (
 )
 from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
-from .annealed_start import ANNEALED_START_KHAT, annealed_start, needs_annealed_start
+from .annealed_start import anneal_if_far
 from .kernel_choice import one_step_kernel
 from .options import RunArguments, RunOptions, check_int, check_rate, is_auto
 from .pipeline import kernel_attributes, prepare
@@ -52,10 +52,6 @@ AUTO_TUNE_STEPS = 32
 """Target length of the tuning run under ``n_steps="auto"``."""
 MAX_AUTO_STEPS = 200
 """The longest final run ``n_steps="auto"`` chooses."""
-ANNEALED_REASON = (
-    f"the start's importance weights had Pareto k-hat above {ANNEALED_START_KHAT}: a "
-    "Student-t fitted to the final particles of SMC chains run from it (annealed_start)"
-)
 REFIT = "check"
 """CR-AIS's posterior refit check (:mod:`~pymc_crais.samplers.engine.posterior_refit`): the
 check and its record (flag ``refit``; :func:`pymc_crais.log_marginal_likelihood` pools its
@@ -247,26 +243,9 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
     # they already meet the target, that is the final run (no pilot, no tuning run)
     points: list[LengthPoint] = []
     if auto_length:
-        start = start_length_point(setup)
-        attrs.update(start.attrs)
-        if not start.meets(target_mcse) and needs_annealed_start(setup, start.attrs):
-            # far from the posterior: an SMC run finds the start (annealed_start)
-            new_setup, found = annealed_start(setup)
-            attrs.update(found, init_first_pareto_k=start.attrs["start_pareto_k"])
-            spent = start.attrs["n_logp_evals_start"] + found["n_logp_evals_annealed_start"]
-            if found["init_annealed"]:
-                new = start_length_point(new_setup)
-                spent += new.attrs["n_logp_evals_start"]
-                # kept only if closer: both measured on run-level draws alone
-                first_k = float(start.attrs["start_pareto_k"])
-                if not float(new.attrs["start_pareto_k"]) >= first_k:
-                    setup, start = new_setup, new
-                    attrs.update(init_choice="annealed", init_reason=ANNEALED_REASON)
-                else:
-                    attrs["init_annealed"] = False
-                attrs["init_annealed_pareto_k"] = float(new.attrs["start_pareto_k"])
-            attrs.update(start.attrs)
-            attrs["n_logp_evals_start"] = spent
+        # far from the posterior, an SMC run may find a closer start (annealed_start)
+        setup, start, found = anneal_if_far(setup, start_length_point(setup), target_mcse)
+        attrs.update(start.attrs, **found)
         if start.point is not None:
             points.append(start.point)
         if start.meets(target_mcse):

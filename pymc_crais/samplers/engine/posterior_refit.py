@@ -162,7 +162,8 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     disagrees = bool(
         k <= KHAT_THRESHOLD and np.isfinite(est.log_z) and gap > REFIT_SIGMA * sd + REFIT_FLOOR
     )
-    # the error log_marginal_likelihood will report, and the chains' agreement behind it
+    # the error log_marginal_likelihood will report (chains' variances times the pooled
+    # k̂'s factor, then pooled with the importance estimate where allowed)
     fp = float(heavy_tail_factor(pooled_pareto_khat([c.log_weights for c in chains], lz)))
     chains_lz, chains_mcse, _ = combine_chain_estimates(lz, v, np.full(lz.size, fp))
     pooled = pool_with_refit(chains_lz, chains_mcse, est.log_z, est.mcse, k, float(heavy_tail_factor(k)))
@@ -177,8 +178,8 @@ def wants_precision(check: RefitCheck, problems) -> bool:
     """Whether a run that agrees with its refit check is run again from the fitted
     Student-t for precision: its reported error is above :data:`PRECISION_TARGET`, the
     Student-t's weights have k̂ ≤ 0.7 (a start close to the posterior), and the run failed
-    none of its checks (``problems``, the names :func:`pymc_crais.diagnostics.run_problems`
-    gives): a second run from a start that close would no longer show them. Among them the
+    none of its checks (``problems``: the names :func:`pymc_crais.diagnostics.run_problems`
+    gives, or a callable returning them, called only when the rest holds): a second run from a start that close would no longer show them. Among them the
     ``precision`` check (the chains' own error above
     :data:`~pymc_crais.diagnostic_checks.MAX_MCSE`: a region the moves reach too rarely,
     which a start fitted to those moves' particles would miss too), the chains' agreement
@@ -187,7 +188,7 @@ def wants_precision(check: RefitCheck, problems) -> bool:
         return False
     if not (np.isfinite(check.reported_mcse) and check.reported_mcse > PRECISION_TARGET):
         return False
-    return not list(problems)
+    return not list(problems() if callable(problems) else problems)
 
 
 def restart_setup(setup, proposal, chain_rngs):
@@ -225,9 +226,7 @@ def checked_chains(setup, chains: list, attrs: dict, rerun=None) -> list:
         return chains
     if check.disagrees:
         reason = "disagrees"
-    elif check.reported_mcse > PRECISION_TARGET and wants_precision(
-        check, run_problems(chains, attrs)
-    ):
+    elif wants_precision(check, lambda: run_problems(chains, attrs)):
         reason = "precision"
     else:
         return chains
