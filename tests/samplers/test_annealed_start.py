@@ -91,3 +91,17 @@ def test_a_failed_annealing_keeps_the_first_start(hierarchical, monkeypatch):
     a = idata.sample_stats.attrs
     assert not a["init_annealed"] and "a test" in a["init_annealed_failed"]
     assert a["init_choice"] != "annealed" and np.isfinite(pmc.log_marginal_likelihood(idata)[0])
+
+
+def test_an_annealed_start_whose_tuning_run_crawled_is_flagged():
+    """On the centred hier_centered model the annealed start's runs fell back to the linear
+    schedule and came out 0.05-0.13 nat low with small error bars: flagged."""
+    attrs = {"method": "crais", "init": "auto", "init_choice": "annealed",
+             "schedule_fallback": "the constant-rate tuning run reached its cap"}  # fmt: skip
+    assert "annealed_start" in [p.check for p in find_problems([], attrs)]
+    assert "annealed_start" not in [
+        p.check for p in find_problems([], {**attrs, "schedule_fallback": ""})
+    ]
+    assert "annealed_start" not in [
+        p.check for p in find_problems([], {**attrs, "init_choice": "prior"})
+    ]
