@@ -124,7 +124,9 @@ def _counting_imh():
     return CountingIMH
 
 
-INIT_ATTRS = ("init", "init_choice", "init_reason", "init_pareto_k", "init_n_modes")
+INIT_ATTRS = ("init", "init_choice", "init_reason", "init_pareto_k", "init_n_modes",
+              "init_annealed_pareto_k", "init_annealed_pareto_k_wide", "init_annealed_stages",
+              "n_logp_evals_annealed_start")  # fmt: skip
 
 
 def _plain(v):

@@ -9,6 +9,7 @@ from ..core.paths import make_path
 from ..core.schedules import Schedule
 from ..core.schedules.adaptive import ConstantRateSchedule
 from .engine.anneal_chain import AnnealPlan
+from .engine.annealed_start import smc_annealed_start
 from .engine.options import RunOptions, check_int, check_rate, is_auto
 from .engine.path_option import build_path, check_path
 from .engine.persistent_option import check_persistent, persistent_stages
@@ -219,6 +220,12 @@ def plan_smc(
         "resampler": st.resampler,
         **({"persistent": persistent} if persistent else {}),
     }
+    n_annealed = 0
+    if not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0:
+        # a funnel's prior start: a smaller SMC run may find a start near the posterior
+        setup, found = smc_annealed_start(setup)
+        attrs.update(found)
+        n_annealed = found.get("n_logp_evals_annealed_start", 0)
     one_step = False
     if is_cr and n_steps is None and is_auto(delta):
         # CR-SMC's default: one stage when the start's weights already meet the target
@@ -236,7 +243,7 @@ def plan_smc(
     else:
         need_rate = is_cr and is_auto(delta)
         c, total = scale_shift_pilot(setup, alpha, st.scale_shift, attrs, need_rate=need_rate)
-        attrs["n_logp_evals_pilot"] += attrs.get("n_logp_evals_start", 0)
+        attrs["n_logp_evals_pilot"] += attrs.get("n_logp_evals_start", 0) + n_annealed
         if is_cr:
             if need_rate:
                 n = DEFAULT_N_STEPS if n_steps is None else n_steps

@@ -77,7 +77,7 @@ class AutoChoice:
     n_evals: int = 0
 
 
-def _khat(log_w) -> float:
+def khat(log_w) -> float:
     """k̂ of a pilot's log-weights; ``inf`` when fewer than 25 are finite, 0 when all equal."""
     lw = np.asarray(log_w, dtype=np.float64)
     if np.sum(np.isfinite(lw)) < 25:
@@ -94,11 +94,13 @@ def _values(model_density, x):
     return model_density.evaluate(x, gradient=grad)
 
 
-def _pilot_khat(model_density, q0, rng, n) -> float:
+def pilot_khat(model_density, q0, rng, n) -> float:
+    """Pareto k̂ of the importance weights of ``n`` draws of ``q0`` against the model's
+    posterior (``inf`` when fewer than 25 are finite)."""
     x = q0.draw(rng, n)
     ev = _values(model_density, x)
     with np.errstate(invalid="ignore"):
-        return _khat(ev.log_q0 + ev.delta - q0.logpdf(x))
+        return khat(ev.log_q0 + ev.delta - q0.logpdf(x))
 
 
 def fit_problems(fit) -> list[str]:
@@ -183,16 +185,16 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     if search.max_gain > GAIN_TOL:
         return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
                     "above the fitted mode (several modes)")  # fmt: skip
-    k_t = _pilot_khat(model_density, t, rng, N_PILOT)
+    k_t = pilot_khat(model_density, t, rng, N_PILOT)
     attrs["init_pareto_k"] = k_t
     if k_t <= KHAT_THRESHOLD:
         return done("laplace", f"the Student-t's pilot weights have k̂ {k_t:.2f} <= 0.7", t)
-    k_w = _pilot_khat(model_density, wide, rng, N_PILOT)
+    k_w = pilot_khat(model_density, wide, rng, N_PILOT)
     attrs["init_pareto_k_wide"] = k_w
     if k_w <= KHAT_THRESHOLD:
         return done("laplace_wide", f"the Student-t's k̂ is {k_t:.2f}; widened: {k_w:.2f} <= 0.7", wide)
     x = prior.draw(rng, N_PILOT)
-    k_p = _khat(_values(model_density, x).delta)
+    k_p = khat(_values(model_density, x).delta)
     attrs["init_pareto_k_prior"] = k_p
     ks = f"k̂ {k_t:.2f} (Student-t), {k_w:.2f} (widened), {k_p:.2f} (prior)"
     if k_p <= min(k_t, k_w):

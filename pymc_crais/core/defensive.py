@@ -1,0 +1,92 @@
+"""A defensive mixture start: ``q0 = (1 − ε)·q + ε·q_base``.
+
+A proposal ``q`` fitted to posterior draws (a Student-t at their mean and covariance)
+describes the bulk of the posterior and may miss a region the draws did not reach: the neck
+of a funnel, where a hierarchical scale is small. An annealing run from ``q`` alone then
+starts with no particle there, and a short run (few stages, as from any start close to the
+posterior) may never put one there: its ``log Ẑ`` is precise and low. Mixing in the run's
+first start ``q_base`` (the prior) with weight ``ε`` keeps ``q0 ≥ ε·q_base`` everywhere,
+so every region the prior covers is covered at least ``ε`` as well (defensive importance
+sampling: the weights ``π/q0`` are at most ``1/ε`` times the prior's), while a fraction
+``1 − ε`` of the particles starts in the bulk.
+
+Both components are normalized, so ``q0`` is; its draws are exact (each particle's
+component chosen with probability ``ε``, then drawn from it). :class:`DefensiveMixtureDensity`
+evaluates ``(log q0, Δ = log π̃ − log q0)`` from the base density, whose evaluation is
+``(log q_base, Δ_base)`` with ``log π̃ = log q_base + Δ_base``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .density import BatchedDensity, Evaluation
+from .initial import GaussianInitial
+
+__all__ = ["DefensiveDraw", "DefensiveMixtureDensity"]
+
+
+def _check_weight(weight: float) -> float:
+    weight = float(weight)
+    if not 0.0 < weight < 1.0:
+        raise ValueError(f"the defensive weight must be in (0, 1), got {weight!r}")
+    return weight
+
+
+@dataclass
+class DefensiveMixtureDensity(BatchedDensity):
+    """``q0 = (1 − weight)·initial + weight·q_base``, where ``base`` evaluates
+    ``(log q_base, Δ_base)``; returns ``(log q0, log π̃ − log q0)`` and their gradients."""
+
+    base: BatchedDensity | None = None
+    initial: GaussianInitial | None = None
+    weight: float = 0.5
+
+    def __post_init__(self):
+        self.weight = _check_weight(self.weight)
+
+    def for_chain(self) -> DefensiveMixtureDensity:
+        base = self.base.for_chain()
+        return self if base is self.base else replace(self, base=base)
+
+    def _evaluate(self, x, gradient):
+        ev = self.base.evaluate(x, gradient=gradient)
+        if gradient:
+            lt, gt = self.initial.logpdf_and_grad(x)
+        else:
+            lt = self.initial.logpdf(x)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            a = np.log1p(-self.weight) + lt
+            b = np.log(self.weight) + ev.log_q0
+            lq = np.logaddexp(a, b)
+            target = ev.log_q0 + ev.delta
+            delta = target - lq
+            if not gradient:
+                return Evaluation(lq, delta)
+            # responsibility of the fitted component; 0 where q0 is zero (no particle there)
+            r = np.where(np.isfinite(lq), np.exp(a - lq), 0.0)
+            r = np.nan_to_num(r, nan=0.0)[:, None]
+            g_base = ev.grad_log_q0
+            gq = r * gt + (1.0 - r) * g_base
+            g_target = g_base + ev.grad_delta
+        return Evaluation(lq, delta, gq, g_target - gq)
+
+
+@dataclass(frozen=True)
+class DefensiveDraw:
+    """Exact draws of the mixture: ``(rng, n) -> (n, d)``, each row from ``base_draw`` with
+    probability ``weight``, else from ``initial`` (rows in a random order)."""
+
+    initial: GaussianInitial
+    base_draw: object
+    weight: float
+
+    def __call__(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        m = int(rng.binomial(n, _check_weight(self.weight)))
+        parts = [self.base_draw(rng, m)] if m else []
+        if n - m:
+            parts.append(self.initial.draw(rng, n - m))
+        x = np.concatenate(parts) if parts else np.empty((0, self.initial.dim))
+        return x[rng.permutation(n)]

@@ -1,0 +1,105 @@
+"""sample_smc's annealed start (samplers/engine/annealed_start.py): where the Laplace fit
+fails (a funnel) and the path from the prior is long, smaller SMC chains from the prior
+find a Student-t, and the run starts from its defensive mixture with the prior; right,
+reproducible, counted and recorded; a short path keeps the prior."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.samplers.engine.annealed_start import (
+    DEFENSIVE_WEIGHT,
+    SMC_MIN_PILOT_STAGES,
+    SMC_START_DRAWS,
+    SMC_START_KHAT,
+    smc_needs_annealed_start,
+    smc_pilot_particles,
+)
+from pymc_crais.validation.cases import get_case
+
+
+def _setup(discrete=False, gradient=True, **attrs):
+    base = {"init": "auto", "init_choice": "prior", "laplace_converged": True,
+            "init_n_modes": np.nan}  # fmt: skip
+    return SimpleNamespace(
+        attrs={**base, **attrs},
+        layout=SimpleNamespace(has_discrete=discrete),
+        model_density=SimpleNamespace(has_gradient=gradient),
+    )
+
+
+@pytest.mark.parametrize(
+    ("setup", "wanted"),
+    [
+        (_setup(), True),  # the fit failed: the prior
+        (_setup(init_n_modes=2.0), False),  # several modes found: the prior stays
+        (_setup(init_choice="laplace"), False),
+        (_setup(init="prior"), False),  # the user's choice
+        (_setup(discrete=True), False),
+        (_setup(gradient=False), False),
+    ],
+)
+def test_when_sample_smc_anneals_to_a_start(setup, wanted):
+    assert smc_needs_annealed_start(setup) is wanted
+
+
+def test_pilot_particles():
+    assert smc_pilot_particles(2000) == 500  # a quarter of draws
+    assert smc_pilot_particles(200) == 100  # at least 100
+    assert smc_pilot_particles(60) == 60  # at most draws
+
+
+@pytest.fixture(scope="module")
+def slopes():
+    """Random intercepts and slopes, centred (d = 42): the Laplace fit fails, and the data
+    move the posterior far from the prior (17-18 pilot stages)."""
+    return get_case("applied_random_slopes").build()
+
+
+def test_a_long_path_from_the_prior_starts_from_the_mixture_and_is_right(slopes):
+    kw = {"model": slopes.model, "draws": 600, "chains": 2, "progressbar": False}
+    idata = pmc.sample_smc(random_seed=5, cores=1, **kw)
+    a = idata.sample_stats.attrs
+    assert a["init_choice"] == "annealed" and a["init_first_choice"] == "prior"
+    assert a["init_defensive_weight"] == DEFENSIVE_WEIGHT
+    assert a["init_annealed_stages"] >= SMC_MIN_PILOT_STAGES
+    assert a["init_annealed_pareto_k"] < SMC_START_KHAT
+    assert a["init_annealed_particles"] == smc_pilot_particles(600)
+    # the pilot's chains and its k-hat draws are counted once, in the pilot
+    assert a["n_logp_evals_annealed_start"] > SMC_START_DRAWS + 2 * a["init_annealed_particles"]
+    assert a["n_logp_evals_pilot"] >= a["n_logp_evals_annealed_start"]
+    assert max(idata.sample_stats.n_stages.values) < a["init_annealed_stages"]
+    log_z, mcse = pmc.log_marginal_likelihood(idata)
+    assert abs(log_z - slopes.log_z) < 4 * mcse + 0.05
+    again = pmc.sample_smc(random_seed=5, cores=2, **kw)  # same bits, whatever cores is
+    np.testing.assert_array_equal(
+        idata.sample_stats.log_marginal_likelihood.values,
+        again.sample_stats.log_marginal_likelihood.values,
+    )
+
+
+@pytest.fixture(scope="module")
+def funnel():
+    return get_case("hier_centered").build()
+
+
+@pytest.mark.filterwarnings("ignore::pymc_crais.UnreliableEvidenceWarning")
+def test_a_short_path_keeps_the_prior(funnel):
+    """The suite's weak-data funnel: 5-6 pilot stages, so the neck holds much of the mass
+    and the prior stays (the pilot is recorded and counted)."""
+    idata = pmc.sample_smc(
+        model=funnel.model, draws=400, chains=1, random_seed=5, progressbar=False
+    )
+    a = idata.sample_stats.attrs
+    assert a["init_choice"] == "prior" and not a["init_annealed"]
+    assert a["init_annealed_stages"] < SMC_MIN_PILOT_STAGES
+    assert a["n_logp_evals_pilot"] >= a["n_logp_evals_annealed_start"] > 0
+
+
+def test_a_start_the_user_chose_is_kept(funnel):
+    idata = pmc.sample_smc(
+        model=funnel.model, draws=300, chains=1, init="prior", random_seed=3, progressbar=False
+    )
+    assert "init_annealed" not in idata.sample_stats.attrs
