@@ -46,6 +46,10 @@ class DefensiveMixtureDensity(BatchedDensity):
 
     def __post_init__(self):
         self.weight = _check_weight(self.weight)
+        if self.base is None or self.initial is None:
+            raise ValueError("DefensiveMixtureDensity needs a base density and an initial")
+        if self.initial.dim != self.dim:
+            raise ValueError(f"initial has dimension {self.initial.dim}, the density {self.dim}")
 
     def for_chain(self) -> DefensiveMixtureDensity:
         base = self.base.for_chain()
@@ -69,7 +73,9 @@ class DefensiveMixtureDensity(BatchedDensity):
             r = np.where(np.isfinite(lq), np.exp(a - lq), 0.0)
             r = np.nan_to_num(r, nan=0.0)[:, None]
             g_base = ev.grad_log_q0
-            gq = r * gt + (1.0 - r) * g_base
+            # a component of zero responsibility adds nothing, even where its gradient is not
+            # finite (which would otherwise turn the particle's whole gradient into NaN)
+            gq = np.where(r > 0.0, r * gt, 0.0) + np.where(r < 1.0, (1.0 - r) * g_base, 0.0)
             g_target = g_base + ev.grad_delta
         return Evaluation(lq, delta, gq, g_target - gq)
 
@@ -83,8 +89,11 @@ class DefensiveDraw:
     base_draw: object
     weight: float
 
+    def __post_init__(self):
+        _check_weight(self.weight)
+
     def __call__(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        m = int(rng.binomial(n, _check_weight(self.weight)))
+        m = int(rng.binomial(n, self.weight))
         parts = [self.base_draw(rng, m)] if m else []
         if n - m:
             parts.append(self.initial.draw(rng, n - m))

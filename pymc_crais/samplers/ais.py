@@ -118,7 +118,8 @@ def sample_ais(
         short optimizations from prior draws, the Pareto k̂ of a pilot's weights) and starts
         from a Student-t there, a widened one, or the prior (what it chose and why:
         attributes ``init_choice``, ``init_reason``; its evaluations are counted in
-        ``n_logp_evals_laplace``); ``"prior"``; a Student-t (or Gaussian) at the Laplace fit;
+        ``n_logp_evals_laplace``; ``sample_crais`` and ``sample_smc`` may then anneal to a
+        start, ``init_choice == "annealed"``, docs/algorithms.md); ``"prior"``; a Student-t (or Gaussian) at the Laplace fit;
         or a user-given normalized Gaussian ``{"mean": ..., "cov": ...}`` in the model's
         unconstrained coordinates.
     init_kwargs : dict, optional

@@ -88,3 +88,57 @@ def test_draws_come_from_both_components_in_proportion():
 def test_a_weight_outside_the_open_interval_is_refused(weight):
     with pytest.raises(ValueError, match="defensive weight"):
         DefensiveMixtureDensity(1, base=_base(), initial=_fitted(), weight=weight)
+
+
+def _log_exp_prior(x):  # an Exponential(1) prior per coordinate: -inf below 0
+    with np.errstate(divide="ignore"):
+        return np.where(x >= 0.0, -x, -np.inf).sum(1)
+
+
+def _grad_exp_prior(x):
+    return -np.ones_like(x)
+
+
+def _log_target_half(x):
+    return _log_exp_prior(x) + stats.norm(1.0, 0.5).logpdf(x).sum(1)
+
+
+def _grad_target_half(x):
+    return -np.ones_like(x) - (x - 1.0) / 0.25
+
+
+def _exp_draw(rng, n):
+    return rng.exponential(1.0, size=(n, 1))
+
+
+def test_outside_the_base_support_the_mixture_is_the_fitted_start_and_the_target_is_zero():
+    base = FunctionDensity(1, log_q0=_log_exp_prior, log_target=_log_target_half,
+                           grad_log_q0=_grad_exp_prior, grad_log_target=_grad_target_half)  # fmt: skip
+    dens = DefensiveMixtureDensity(1, base=base, initial=_fitted(), weight=0.5)
+    ev = dens.evaluate(np.array([[-0.5], [0.5]]), gradient=True)
+    assert np.isfinite(ev.log_q0).all()  # the Student-t covers x < 0
+    assert ev.delta[0] == -np.inf and np.isfinite(ev.delta[1])  # zero weight there
+    assert np.isfinite(ev.grad_log_q0).all() and np.isfinite(ev.grad_delta[1]).all()
+
+
+def test_the_mixture_and_its_draws_survive_pickling():
+    """Chains in other processes get both by pickle: same values, same draws."""
+    import pickle
+
+    base = FunctionDensity(1, log_q0=_log_exp_prior, log_target=_log_target_half,
+                           grad_log_q0=_grad_exp_prior, grad_log_target=_grad_target_half)  # fmt: skip
+    dens = DefensiveMixtureDensity(1, base=base, initial=_fitted(), weight=0.5)
+    draw = DefensiveDraw(_fitted(), _exp_draw, 0.5)
+    dens2, draw2 = pickle.loads(pickle.dumps((dens, draw)))
+    x = draw(np.random.default_rng(3), 50)
+    np.testing.assert_array_equal(x, draw2(np.random.default_rng(3), 50))
+    np.testing.assert_array_equal(dens.evaluate(x).delta, dens2.evaluate(x).delta)
+
+
+def test_a_mixture_needs_both_components_of_one_dimension():
+    with pytest.raises(ValueError, match="dimension"):
+        DefensiveMixtureDensity(2, base=_base(2), initial=_fitted(1))
+    with pytest.raises(ValueError, match="base density"):
+        DefensiveMixtureDensity(1, initial=_fitted())
+    with pytest.raises(ValueError, match="defensive weight"):
+        DefensiveDraw(_fitted(), _exp_draw, 1.5)

@@ -19,8 +19,7 @@ start: its ``log Ẑ`` is its own run's, from fresh generators; the SMC run only
 (a normalized density), as the Laplace fit does otherwise, and its estimate is not used.
 The new start is measured as the first was and kept only if its weights' k̂ is lower (the
 choice uses run-level draws only). If an SMC chain fails, or one stops at its stage cap, the
-first start is kept. The ``pm.sample_smc`` kernel :class:`pymc_crais.CRAIS` plans once per
-PyMC chain, so there each chain anneals its own start.
+first start is kept.
 
 ``sample_smc`` anneals to a start too (:func:`smc_annealed_start`), where ``init="auto"``
 fell back to the prior because the Laplace fit failed (a centred hierarchical model's
@@ -72,7 +71,8 @@ __all__ = [
 ANNEALED_START_KHAT = 0.7
 """Pareto k̂ of the start's importance weights above which CR-AIS anneals to a start."""
 PILOT_CHAINS = 2
-"""SMC chains of the annealed start (each with the run's ``draws`` particles)."""
+"""SMC chains of the annealed start (CR-AIS's with the run's ``draws`` particles each,
+``sample_smc``'s with :func:`smc_pilot_particles`)."""
 ANNEALED_REASON = (
     f"the start's importance weights had Pareto k-hat above {ANNEALED_START_KHAT}: a "
     "Student-t fitted to the final particles of SMC chains run from it (annealed_start)"
@@ -111,8 +111,10 @@ def anneal_if_far(setup, start: StartPoint, target_mcse: float):
         spent += new.attrs["n_logp_evals_start"]
         attrs["init_annealed_pareto_k"] = float(new.attrs["start_pareto_k"])
         if not attrs["init_annealed_pareto_k"] >= first_k:
+            first_choice = setup.attrs.get("init_choice", "")
             setup, start = new_setup, new
-            attrs.update(init_choice="annealed", init_reason=ANNEALED_REASON)
+            attrs.update(init_choice="annealed", init_reason=ANNEALED_REASON,
+                         init_first_choice=first_choice)  # fmt: skip
         else:
             attrs["init_annealed"] = False
     attrs["n_logp_evals_start"] = spent
@@ -183,16 +185,19 @@ many stages from the prior. A short path means the data move the posterior littl
 the prior, so a funnel's neck keeps much of its mass; there the start from the mixture
 was less precise than the prior's (``hier_centered``, 5–6 pilot stages, seeds
 1000–1011: 6 of 12 runs flagged, error SD 0.078 nat, against 2 of 12 and 0.055 from the
-prior) and saves little, since a run from a fitted start needs 2–8 stages itself. The
-applied tier's hierarchical models take 9–18."""
+prior; ``benchmarks/out/coverage_s6_hier_centered_mixture_nostagegate.jsonl`` and
+``coverage_s6_hier_centered_prior.jsonl``, the former measured with 1,000 draws for k̂)
+and saves little, since a run from a fitted start needs 2–8 stages itself. The applied
+tier's hierarchical models take 9–18."""
 SMC_START_KHAT = 1.0
 """``sample_smc``'s annealed start is kept when its weights' Pareto k̂ is below this: their
 mean is finite (k̂ < 1), so the start covers the posterior's mass, if with a heavy tail
-that the run's stages then temper. In 60 and more dimensions no Student-t fitted to draws
-reaches k̂ ≤ 0.7 (``applied_hier60_centred``: 0.83–1.06 at seeds 6–8, and right from it);
-where it is above 2 (the latent AR(1), the local level, the 302-d regression at seeds
-6–8) the start missed a region and the prior stays (on the AR(1) the run from it was
-0.49 nat low with an MCSE of 0.044, its only flag one chain's k̂ of 0.74)."""
+that the run's stages then temper. In 60 and more dimensions a Student-t fitted to draws
+rarely reaches k̂ ≤ 0.7 (``applied_hier60_centred``: 0.61–0.95 at seeds 6 and 1000–1004,
+and right from it). Where it is above 1 the start missed a region and the prior stays:
+the latent AR(1) 1.54–5.42, the local level 2.11–3.04, the 302-d regression 4.47–10.7 at
+the same seeds (``benchmarks/out/validate-s6-mixture-nogate-seed6.json``: from the mixture
+the AR(1) came out 0.49 nat low with an MCSE of 0.044, its only flag one chain's k̂ 0.74)."""
 SMC_START_DRAWS = 2000
 """Draws of the mixture whose weights' k̂ is measured (half of them from the prior, whose
 weights are mostly negligible: twice ``init="auto"``'s pilot of 1,000 Student-t draws)."""
@@ -209,9 +214,9 @@ SMC_ANNEALED_REASON = (
 def smc_pilot_particles(draws: int) -> int:
     """Particles per chain of ``sample_smc``'s annealed start: :data:`SMC_PILOT_FRACTION`
     of ``draws``, at least 100, at most ``draws``. (Above 150 dimensions the HMC kernel's
-    metric is then diagonal; with the dense one, ``4·d`` particles, the start was no better
-    where it mattered: the local level's k̂ 1.17 instead of 2.7, both kept the prior, and
-    the 302-d regression's pilot took 70 s instead of 11.)"""
+    metric is then diagonal; with ``4·d`` particles, enough for the dense one, the start
+    kept the prior all the same where it was tried — the local level, the 302-d regression
+    at seed 6 — and the 302-d regression's pilot took 70 s instead of 11.)"""
     return int(min(draws, max(math.ceil(draws * SMC_PILOT_FRACTION), 100)))
 
 
@@ -224,7 +229,6 @@ def smc_needs_annealed_start(setup) -> bool:
     return bool(
         a.get("init") == "auto"
         and a.get("init_choice") == "prior"
-        and "laplace_converged" in a
         and np.isnan(float(a.get("init_n_modes", 0.0)))
         and not setup.layout.has_discrete
         and setup.model_density.has_gradient
