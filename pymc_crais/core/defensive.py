@@ -18,12 +18,12 @@ evaluates ``(log q0, Δ = log π̃ − log q0)`` from the base density, whose ev
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from .density import BatchedDensity, Evaluation
-from .initial import GaussianInitial
+from .density import Evaluation
+from .initial import GaussianInitial, InitialReweightedDensity
 
 __all__ = ["DefensiveDraw", "DefensiveMixtureDensity"]
 
@@ -36,12 +36,10 @@ def _check_weight(weight: float) -> float:
 
 
 @dataclass
-class DefensiveMixtureDensity(BatchedDensity):
+class DefensiveMixtureDensity(InitialReweightedDensity):
     """``q0 = (1 − weight)·initial + weight·q_base``, where ``base`` evaluates
     ``(log q_base, Δ_base)``; returns ``(log q0, log π̃ − log q0)`` and their gradients."""
 
-    base: BatchedDensity | None = None
-    initial: GaussianInitial | None = None
     weight: float = 0.5
 
     def __post_init__(self):
@@ -51,16 +49,8 @@ class DefensiveMixtureDensity(BatchedDensity):
         if self.initial.dim != self.dim:
             raise ValueError(f"initial has dimension {self.initial.dim}, the density {self.dim}")
 
-    def for_chain(self) -> DefensiveMixtureDensity:
-        base = self.base.for_chain()
-        return self if base is self.base else replace(self, base=base)
-
     def _evaluate(self, x, gradient):
-        ev = self.base.evaluate(x, gradient=gradient)
-        if gradient:
-            lt, gt = self.initial.logpdf_and_grad(x)
-        else:
-            lt = self.initial.logpdf(x)
+        ev, lt, gt = self._base_and_initial(x, gradient)
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             a = np.log1p(-self.weight) + lt
             b = np.log(self.weight) + ev.log_q0

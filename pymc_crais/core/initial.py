@@ -161,12 +161,15 @@ class InitialReweightedDensity(BatchedDensity):
         base = self.base.for_chain()  # (a fresh wrapper: its n_evals restart at 0)
         return self if base is self.base else replace(self, base=base)
 
-    def _evaluate(self, x, gradient):
+    def _base_and_initial(self, x, gradient):
+        """``(base evaluation, log initial, ∇ log initial or None)`` at ``x``."""
         ev = self.base.evaluate(x, gradient=gradient)
         if gradient:
-            lq, gq = self.initial.logpdf_and_grad(x)
-        else:
-            lq = self.initial.logpdf(x)
+            return (ev, *self.initial.logpdf_and_grad(x))
+        return ev, self.initial.logpdf(x), None
+
+    def _evaluate(self, x, gradient):
+        ev, lq, gq = self._base_and_initial(x, gradient)
         with np.errstate(invalid="ignore"):
             delta = ev.log_q0 + ev.delta - lq
         if not gradient:
