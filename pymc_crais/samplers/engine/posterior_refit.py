@@ -66,7 +66,7 @@ from ...tail_stats import (
     pareto_khat,
     pooled_pareto_khat,
 )
-from .init_auto import DF, SCALE
+from .init_auto import DF, SCALE, khat
 
 __all__ = [
     "PRECISION_TARGET",
@@ -125,15 +125,6 @@ class RefitCheck:
         }
 
 
-def _khat(log_w) -> float:
-    """k̂ of the check's log-weights: ``inf`` when fewer than 25 are finite, 0 when they
-    are all equal (no tail)."""
-    if np.sum(np.isfinite(log_w)) < 25:
-        return float("inf")
-    k = pareto_khat(log_w)
-    return 0.0 if np.isnan(k) else float(k)
-
-
 def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     """Check a run's chains against importance sampling from a Student-t fitted to their
     draws (see the module); ``None`` when there is nothing to fit or compare (discrete
@@ -151,7 +142,7 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     )
     n = max(REFIT_DRAWS, draws.shape[0])
     est = importance_estimate(base, proposal, rng, n, gradient=grad)
-    k = _khat(est.log_weights)
+    k = khat(est.log_weights)
     v = np.array([c.log_z_variance for c in chains], dtype=np.float64)
     f = heavy_tail_factor([pareto_khat(c.log_weights) for c in chains])
     run_lz, run_mcse, _ = combine_chain_estimates(lz, v, f)
