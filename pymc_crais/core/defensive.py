@@ -60,8 +60,7 @@ class DefensiveMixtureDensity(InitialReweightedDensity):
             if not gradient:
                 return Evaluation(lq, delta)
             # responsibility of the fitted component; 0 where q0 is zero (no particle there)
-            r = np.where(np.isfinite(lq), np.exp(a - lq), 0.0)
-            r = np.nan_to_num(r, nan=0.0)[:, None]
+            r = np.where(np.isfinite(lq), np.exp(a - lq), 0.0)[:, None]
             g_base = ev.grad_log_q0
             # a component of zero responsibility adds nothing, even where its gradient is not
             # finite (which would otherwise turn the particle's whole gradient into NaN)

@@ -44,7 +44,7 @@ from ...core.defensive import DefensiveDraw, DefensiveMixtureDensity
 from ...core.paths import make_path
 from ...core.refit import student_t_from_draws
 from .anneal_chain import run_anneal_chains
-from .init_auto import DF, SCALE, WIDE_DF, WIDEN, khat
+from .init_auto import DF, SCALE, WIDE_DF, WIDEN, gradient_for_values, khat
 from .options import is_auto
 from .posterior_refit import restart_setup
 from .runner import ChainFailedError
@@ -254,8 +254,8 @@ def smc_annealed_start(setup):
     draws, attrs = smc_pilot(setup, smc_pilot_particles(setup.draws))
     if attrs.get("init_annealed_stages", 0) < SMC_MIN_PILOT_STAGES:
         draws = None  # a short path from the prior: it stays (see SMC_MIN_PILOT_STAGES)
-    attrs["n_logp_evals_annealed_start"] += _smc_fit(setup, draws, attrs)
-    start = attrs.pop("_start", None)
+    start, spent = _smc_fit(setup, draws, attrs)
+    attrs["n_logp_evals_annealed_start"] += spent
     if start is None:
         return setup, attrs
     attrs.update(init_annealed=True, init_choice="annealed", init_reason=SMC_ANNEALED_REASON,
@@ -265,29 +265,29 @@ def smc_annealed_start(setup):
     return new, attrs
 
 
-def _smc_fit(setup, draws, attrs) -> int:
+def _smc_fit(setup, draws, attrs):
     """Fit the Student-t (then the widened one) to ``draws``, mixed with the prior
     (:class:`~pymc_crais.core.defensive.DefensiveMixtureDensity`, weight
-    :data:`DEFENSIVE_WEIGHT`), and measure its weights; the first whose k̂ is below
-    :data:`SMC_START_KHAT` goes to ``attrs["_start"]`` as ``(density, draw)``.
-    Returns the model evaluations spent."""
+    :data:`DEFENSIVE_WEIGHT`), and measure its weights (recorded in ``attrs``). Returns
+    ``((density, draw) of the first whose k̂ is below`` :data:`SMC_START_KHAT` ``or None,
+    model evaluations spent)``."""
     if draws is None:
-        return 0
+        return None, 0
     rng = setup.aux_rng.spawn(1)[0]
-    before = setup.model_density.n_evals
+    md = setup.model_density
+    before, grad = md.n_evals, gradient_for_values(md)
+    start = None
     for key, scale, df in (("", SCALE, DF), ("_wide", SCALE * WIDEN, WIDE_DF)):
         proposal = student_t_from_draws(draws, scale=scale, df=df)
         if proposal is None:
             break
         density = DefensiveMixtureDensity(
-            setup.layout.dim, base=setup.model_density, initial=proposal, weight=DEFENSIVE_WEIGHT
+            setup.layout.dim, base=md, initial=proposal, weight=DEFENSIVE_WEIGHT
         )
         draw = DefensiveDraw(proposal, setup.draw, DEFENSIVE_WEIGHT)
-        md = setup.model_density  # the gradient function when the values-only one is not compiled
-        grad = md.has_gradient and not md.value_function_compiled
         k = khat(density.evaluate(draw(rng, SMC_START_DRAWS), gradient=grad).delta)
         attrs[f"init_annealed_pareto_k{key}"] = k
         if k < SMC_START_KHAT:
-            attrs["_start"] = (density, draw)
+            start = (density, draw)
             break
-    return int(setup.model_density.n_evals - before)
+    return start, int(md.n_evals - before)

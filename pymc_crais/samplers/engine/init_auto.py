@@ -86,12 +86,16 @@ def khat(log_w) -> float:
     return 0.0 if np.isnan(k) else float(k)
 
 
-def _values(model_density, x):
-    """``(log prior, ℓ)`` of the pilot draws, from the gradient function when the
+def gradient_for_values(model_density) -> bool:
+    """Whether a pilot's values should come from the gradient function: when the
     values-only one is not compiled yet (a gradient kernel never needs it: compiling it for
     a pilot of 1000 draws cost more than the pilot, 0.2–0.5 s)."""
-    grad = model_density.has_gradient and not model_density.value_function_compiled
-    return model_density.evaluate(x, gradient=grad)
+    return bool(model_density.has_gradient and not model_density.value_function_compiled)
+
+
+def _values(model_density, x):
+    """``(log prior, ℓ)`` of the pilot draws (:func:`gradient_for_values`)."""
+    return model_density.evaluate(x, gradient=gradient_for_values(model_density))
 
 
 def pilot_khat(model_density, q0, rng, n) -> float:
