@@ -47,6 +47,7 @@ in, which also biases ``log Ẑ`` down (docs/diagnostics.md)."""
 MAX_MEAN_CORRELATION = 0.8
 STUCK_CORRELATION = 0.95
 AGREEMENT_P_VALUE = 1e-3
+STARTED_AT_MODES = " (the run started from a Student-t at each, mixed with the prior)"
 
 
 # ----------------------------------------------------------------------------- Pareto k̂
@@ -191,7 +192,8 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                 "modes",
                 None,
                 f"the mode search at the start (init='auto') found {int(n_modes)} separated "
-                "modes. Particles moved by local MCMC kernels cannot carry mass between "
+                "modes" + STARTED_AT_MODES * (attrs.get("init_choice") == "modes") + ". "
+                "Particles moved by local MCMC kernels cannot carry mass between "
                 "separated modes, so a mode entered with the wrong weight (or missed) biases "
                 "log Z by up to the log of its share, an error the MCSE does not include.",
                 "Check that log Z is stable with several times more particles (draws) and "

@@ -49,6 +49,9 @@ class ModeSearch:
         converged run's end from the fit's mode.
     n_evals : int
         Model evaluations spent.
+    ends : tuple of numpy.ndarray
+        The fit's mode, then every run's end that counts as a mode (converged, stationary,
+        not negligibly low), whether or not it is distinct (unconstrained coordinates).
     """
 
     n_starts: int
@@ -57,6 +60,7 @@ class ModeSearch:
     max_gain: float
     max_distance: float
     n_evals: int
+    ends: tuple = ()
 
 
 STATIONARY_TOL = 1.0
@@ -121,6 +125,7 @@ def search_modes(
     before = density.n_evals
     chol = np.linalg.cholesky(fit.cov)
     modes = [np.zeros(fit.mode.size)]  # whitened, the fit's mode at the origin
+    ends = [fit.mode]
     unsettled, gain, dist = 0, -np.inf, 0.0
 
     def settled_end(res):
@@ -155,6 +160,7 @@ def search_modes(
             unsettled += 1
             continue
         dist = max(dist, float(np.linalg.norm(z)))
+        ends.append(fit.mode + chol @ z)
         if min(float(np.linalg.norm(z - m)) for m in modes) > separation:
             modes.append(z)
     return ModeSearch(
@@ -164,6 +170,7 @@ def search_modes(
         float(gain),
         dist,
         int(density.n_evals - before),
+        tuple(ends),
     )
 
 

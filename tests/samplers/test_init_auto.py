@@ -162,8 +162,10 @@ def test_centred_funnel_does_not_choose_laplace():
 
 
 def test_bimodal_model_does_not_choose_laplace():
+    """Not a Student-t at one mode: one at each mode found, mixed with the prior."""
     auto = _choose(em.gaussian_mixture_potential().model)
-    assert auto.choice == "prior" and auto.q0 is None
+    assert auto.choice == "modes" and auto.defensive == 0.5
+    assert len(auto.q0.components) == auto.attrs["init_n_modes_fitted"] >= 2
     assert auto.attrs["init_n_modes"] >= 2
     assert f"from {N_STARTS} starts" in auto.reason
 
@@ -180,9 +182,11 @@ def _mixture_10d():
 def test_mode_search_sees_the_narrow_components_of_a_10d_mixture(seed):
     """Three components in 10-d (sd 0.5, 0.8, 1): starts far out in the prior fall mostly
     into the widest one's basin. With 8 starts these seeds saw one mode and chose the
-    Laplace start at it (AIS then −1.34 nat, unflagged, on the suite's ``mixture3_d10``)."""
+    Laplace start at it (AIS then −1.34 nat, unflagged, on the suite's ``mixture3_d10``).
+    Seeing several, the start is a Student-t at each mode found, mixed with the prior (or
+    the prior), and the ``modes`` check flags the run."""
     auto = _choose(_mixture_10d(), seed=seed)
-    assert auto.choice == "prior" and auto.attrs["init_n_modes"] >= 2, auto.reason
+    assert auto.choice in ("modes", "prior") and auto.attrs["init_n_modes"] >= 2, auto.reason
 
 
 def test_auto_on_a_discrete_model_is_the_prior():

@@ -26,8 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from ...core.initial import StudentTInitial, laplace_fit, slope_problem
+from ...core.defensive import DefensiveDraw, DefensiveMixtureDensity
+from ...core.mode_mixture import StudentTMixture, mode_weights
 from ...core.mode_search import search_modes
 from ...tail_stats import KHAT_THRESHOLD, pareto_khat
 
@@ -63,6 +66,14 @@ MAX_ABS_COORDINATE = 1e3
 """A mode coordinate beyond this (unconstrained space) is a scale running to 0 or ∞."""
 GAIN_TOL = 0.5
 """A mode-search run ending this many nats above the fit's mode: the fit is not the top."""
+MAX_MODES = 8
+"""The most modes a mode-mixture start covers (more: the prior)."""
+MODE_SEPARATION = 3.0
+"""Whitened distance, in a fitted mode's own metric, within which an end is that mode."""
+MODES_DEFENSIVE_WEIGHT = 0.5
+"""The prior's share of the mode-mixture start."""
+MODES_KHAT = KHAT_THRESHOLD
+"""The mode-mixture start is kept when its pilot weights' Pareto k̂ is at most this."""
 
 
 @dataclass
@@ -72,9 +83,11 @@ class AutoChoice:
 
     choice: str
     reason: str
-    q0: StudentTInitial | None
+    q0: StudentTInitial | StudentTMixture | None
     attrs: dict = field(default_factory=dict)
     n_evals: int = 0
+    defensive: float | None = None
+    """The prior's share of a defensive mixture with ``q0`` (``None``: ``q0`` alone)."""
 
 
 def khat(log_w) -> float:
@@ -157,13 +170,16 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
         "init_pareto_k_prior": np.nan,
     }
 
-    def done(choice, reason, q0=None):
+    def done(choice, reason, q0=None, defensive=None):
         n = int(model_density.n_evals - before)
         attrs.update(init_choice=choice, init_reason=reason, n_logp_evals_laplace=n)
-        if q0 is not None:
+        if isinstance(q0, StudentTMixture):
+            attrs.update(init_family="student_t_mixture", init_scale=SCALE, init_df=DF,
+                         init_defensive_weight=defensive)  # fmt: skip
+        elif q0 is not None:
             scale = SCALE if choice == "laplace" else SCALE * WIDEN
             attrs.update(init_family="student_t", init_scale=scale, init_df=float(q0.df))
-        return AutoChoice(choice, reason, q0, attrs, n)
+        return AutoChoice(choice, reason, q0, attrs, n, defensive)
 
     if not model_density.has_gradient:
         return done("prior", "the model's gradient could not be compiled (no Laplace fit)")
@@ -185,7 +201,11 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     search = search_modes(model_density, starts, fit, maxiter=START_MAXITER)
     attrs["init_n_modes"] = search.n_modes
     if search.n_modes > 1:
-        return done("prior", f"{search.n_modes} distinct modes found from {N_STARTS} starts")
+        found = f"{search.n_modes} distinct modes found from {N_STARTS} starts"
+        q0, why = mode_mixture(model_density, search, prior, rng, attrs)
+        if q0 is None:
+            return done("prior", f"{found}; {why}")
+        return done("modes", f"{found}; {why}", q0, MODES_DEFENSIVE_WEIGHT)
     if search.max_gain > GAIN_TOL:
         return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
                     "above the fitted mode (several modes)")  # fmt: skip
@@ -206,3 +226,67 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     if k_t <= k_w:
         return done("laplace", f"the Student-t's pilot weights have the smallest {ks}", t)
     return done("laplace_wide", f"the widened Student-t's pilot weights have the smallest {ks}", wide)
+
+
+
+
+def mode_fits(model_density, ends):
+    """Laplace fits at the distinct modes among a mode search's ``ends``, highest first:
+    ``(fits, why)``, ``fits`` ``None`` when one is no usable Gaussian or there are more than
+    :data:`MAX_MODES`. Ends are taken in order of their density; one within whitened
+    distance ``MODE_SEPARATION`` of a mode already fitted, in that mode's own metric, is
+    that mode. (The search judges distinctness in the first fit's metric, which is wide
+    when that fit is a saddle-like point between modes: a label-switching mixture's two
+    copies then count as one.)"""
+    ends = np.stack(ends)
+    ev = model_density.evaluate(ends, gradient=False)
+    order = np.argsort(-(ev.log_q0 + ev.delta), kind="stable")
+    fits, chols = [], []
+
+    def known(x):
+        return any(
+            np.linalg.norm(solve_triangular(c, x - f.mode, lower=True)) <= MODE_SEPARATION
+            for f, c in zip(fits, chols)
+        )
+
+    for i in order:
+        if known(ends[i]):
+            continue
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            try:
+                fit = laplace_fit(model_density, ends[i])
+            except FloatingPointError:
+                return None, "a mode's Hessian is not finite"
+        if problems := fit_problems(fit):
+            return None, f"a mode's Laplace fit failed ({problems[0]})"
+        if known(fit.mode):
+            continue
+        if len(fits) == MAX_MODES:
+            return None, f"more than {MAX_MODES} modes"
+        fits.append(fit)
+        chols.append(np.linalg.cholesky(fit.cov))
+    return fits, ""
+
+
+def mode_mixture(model_density, search, prior, rng, attrs):
+    """The mode-mixture start (:mod:`pymc_crais.core.mode_mixture`) for the modes a search
+    found: ``(q0, why)``, ``q0`` ``None`` when the prior stays. A Student-t at each of
+    :func:`mode_fits`, weighted by :func:`~pymc_crais.core.mode_mixture.mode_weights`; kept
+    if the weights of :data:`N_PILOT` draws of its defensive mixture with the prior
+    (:data:`MODES_DEFENSIVE_WEIGHT`) have Pareto k̂ at most :data:`MODES_KHAT` (a mode the
+    search missed shows there when the prior's draws reach it)."""
+    fits, why = mode_fits(model_density, search.ends)
+    if fits is None:
+        return None, f"{why}: the prior"
+    attrs["init_n_modes_fitted"] = len(fits)
+    comps = tuple(StudentTInitial(f.mode, f.cov * SCALE**2, df=DF) for f in fits)
+    q0 = StudentTMixture(comps, mode_weights([f.log_evidence() for f in fits]))
+    w = MODES_DEFENSIVE_WEIGHT
+    density = DefensiveMixtureDensity(q0.dim, base=model_density, initial=q0, weight=w)
+    x = DefensiveDraw(q0, prior.draw, w)(rng, N_PILOT)
+    k = khat(density.evaluate(x, gradient=gradient_for_values(model_density)).delta)
+    attrs["init_pareto_k_modes"] = k
+    n = f"a Student-t at each of {len(fits)} fitted modes"
+    if k > MODES_KHAT:
+        return None, f"{n}: its pilot weights have k̂ {k:.2f} > {MODES_KHAT}: the prior"
+    return q0, f"{n}, mixed with the prior (pilot weights' k̂ {k:.2f})"

@@ -1,0 +1,92 @@
+"""init="auto"'s mode-mixture start (samplers/engine/init_auto.py, core/mode_mixture.py):
+where the mode search finds several modes, the run starts from a Student-t at each, mixed
+with the prior; right, counted, recorded, still flagged by the ``modes`` check; the prior
+stays where the mixture's pilot weights are heavy-tailed or a mode's fit fails."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.samplers.engine import init_auto
+from pymc_crais.samplers.engine.compile import compile_model_density
+from pymc_crais.validation.cases import get_case
+
+
+@pytest.fixture(scope="module")
+def bimodal():
+    """``mixture2_d2``: an N(0, 3²) prior times two separated Gaussian bumps (exact log Z)."""
+    return get_case("mixture2_d2").build()
+
+
+def _run(inst, seed=11, **kw):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        idata = pmc.sample_smc(model=inst.model, random_seed=seed, progressbar=False, **kw)
+    return idata, [w for w in caught if issubclass(w.category, pmc.UnreliableEvidenceWarning)]
+
+
+def test_the_run_starts_at_the_modes_and_is_right(bimodal):
+    idata, flagged = _run(bimodal)
+    attrs = idata["sample_stats"].attrs
+    assert attrs["init_choice"] == "modes"
+    assert attrs["init_n_modes"] == 2 and attrs["init_n_modes_fitted"] == 2
+    assert attrs["init_pareto_k_modes"] <= init_auto.MODES_KHAT
+    assert attrs["init_family"] == "student_t_mixture"
+    assert attrs["init_defensive_weight"] == init_auto.MODES_DEFENSIVE_WEIGHT
+    lz, se = pmc.log_marginal_likelihood(idata)
+    assert abs(lz - bimodal.log_z) < 3 * se + 1e-3
+    # the modes check still warns (a mode the search missed would be missed by the run),
+    # and says where the run started
+    assert flagged and "started from a Student-t at each" in str(flagged[0].message)
+    # every evaluation of the choice is counted, the Laplace fits at the modes included
+    # (the mixture's pilot draws and a Hessian of 2d gradients at each mode)
+    assert attrs["n_logp_evals_laplace"] >= init_auto.N_PILOT + 2 * (2 * 2)
+
+
+def test_same_seed_same_bits(bimodal):
+    a, _ = _run(bimodal, seed=5, draws=300, chains=2)
+    b, _ = _run(bimodal, seed=5, draws=300, chains=2)
+    assert pmc.log_marginal_likelihood(a) == pmc.log_marginal_likelihood(b)
+
+
+def test_heavy_tailed_pilot_weights_keep_the_prior(bimodal, monkeypatch):
+    monkeypatch.setattr(init_auto, "MODES_KHAT", -np.inf)
+    idata, _ = _run(bimodal, draws=300, chains=2)
+    attrs = idata["sample_stats"].attrs
+    assert attrs["init_choice"] == "prior"
+    assert "pilot weights have k̂" in attrs["init_reason"] and "the prior" in attrs["init_reason"]
+
+
+def test_a_failed_mode_fit_keeps_the_prior(bimodal, monkeypatch):
+    real = init_auto.fit_problems
+    calls = []
+
+    def second_fails(fit):
+        calls.append(fit)
+        return ["the optimizer did not converge"] if len(calls) == 3 else real(fit)
+
+    monkeypatch.setattr(init_auto, "fit_problems", second_fails)
+    idata, _ = _run(bimodal, draws=300, chains=2)
+    attrs = idata["sample_stats"].attrs
+    assert attrs["init_choice"] == "prior"
+    assert "a mode's Laplace fit failed" in attrs["init_reason"]
+
+
+def test_mirror_modes_are_told_apart_in_their_own_metric():
+    """The label-switching mixture: the first Laplace fit is the symmetric point between the
+    two relabelled copies, in whose wide metric the search counts the copies as one mode;
+    refitted in their own metrics they are two, plus the symmetric point."""
+    model = get_case("applied_mixture_label_switching").build_model()
+    dens = compile_model_density(model)
+    sym = np.array([0.0, 0.65, 0.65, 0.7])  # the symmetric local mode (logit w, mu, log sigma)
+    copy = np.array([0.75, 1.94, -2.12, -0.37])
+    mirror = np.array([-0.75, -2.12, 1.94, -0.37])
+    fits, why = init_auto.mode_fits(dens, [sym, copy, copy + 0.01, mirror])
+    assert why == "" and len(fits) == 3
+    # highest first: the two copies, equally high, then the symmetric point far below
+    top = sorted(np.round(f.mode[1], 1) for f in fits[:2])
+    assert top == [-2.1, 1.9]
+    assert fits[0].log_density_at_mode == pytest.approx(fits[1].log_density_at_mode, abs=1e-6)
+    assert fits[2].log_density_at_mode < fits[0].log_density_at_mode - 40
