@@ -34,8 +34,7 @@ __all__ = [
     "warning_text",
 ]
 
-MIN_EVES = 50
-MIN_EVES_FRACTION = 0.02
+MIN_EVES, MIN_EVES_FRACTION = 50, 0.02
 MAX_MCSE = 0.15
 """Nats: the largest MCSE of the chains' combined ``log Ẑ`` (their own, before any pooling
 with the posterior refit check) that passes the ``precision`` check. Such an error bar
@@ -185,7 +184,8 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
                     "Use init='prior', or reparameterize the model (e.g. non-centred).",
                 )
             )
-    n_modes = float(attrs.get("init_n_modes", np.nan) or np.nan)
+    counts = [float(attrs.get(k, np.nan) or np.nan) for k in ("init_n_modes", "init_n_modes_fitted")]
+    n_modes = max((c for c in counts if not np.isnan(c)), default=np.nan)
     if attrs.get("init") == "auto" and n_modes > 1:
         out.append(
             Problem(

@@ -6,8 +6,8 @@ import pytest
 from scipy import integrate, stats
 from scipy.special import logsumexp
 
-from pymc_crais.core.mode_mixture import StudentTMixture, mode_weights
 from pymc_crais.core.initial import StudentTInitial
+from pymc_crais.core.mode_mixture import StudentTMixture, mode_weights
 
 
 def _mixture(dim=1, weights=(0.7, 0.3)):

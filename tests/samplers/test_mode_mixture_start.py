@@ -90,3 +90,19 @@ def test_mirror_modes_are_told_apart_in_their_own_metric():
     assert top == [-2.1, 1.9]
     assert fits[0].log_density_at_mode == pytest.approx(fits[1].log_density_at_mode, abs=1e-6)
     assert fits[2].log_density_at_mode < fits[0].log_density_at_mode - 40
+
+
+@pytest.mark.parametrize(
+    ("counts", "flagged"),
+    [((2.0, None), True), ((1.0, 3), True), ((np.nan, None), False), ((1.0, 1), False)],
+)
+def test_the_modes_check_counts_the_search_or_the_refitted_modes(counts, flagged):
+    from pymc_crais.diagnostic_checks import find_problems
+
+    attrs = {"init": "auto", "init_choice": "modes", "init_n_modes": counts[0]}
+    if counts[1] is not None:
+        attrs["init_n_modes_fitted"] = counts[1]
+    problems = [p for p in find_problems([], attrs) if p.check == "modes"]
+    assert bool(problems) is flagged
+    if flagged:
+        assert f"found {max(c for c in counts if c is not None):.0f} separated" in problems[0].message

@@ -8,9 +8,11 @@ order, each step only when the previous ones passed:
 1. the fit: L-BFGS converged to a finite, interior mode (no non-concave Hessian direction,
    no coordinate beyond :data:`MAX_ABS_COORDINATE`) — else the prior;
 2. a mode search: short L-BFGS runs from :data:`N_STARTS` prior draws; a second distinct
-   mode, or a higher density than the fit's mode, means the prior (the first
-   :data:`N_STARTS_STREAM` draws come from the run's generator, the others from a child
-   generator, so the draws after the search are those of the 8-start search);
+   mode means a Student-t at each mode found, mixed with the prior (:func:`mode_mixture`,
+   if its pilot weights allow, else the prior); a higher density than the fit's mode means
+   the prior (the first :data:`N_STARTS_STREAM` draws come from the run's generator, the
+   others from a child generator, so the draws after the search are those of the 8-start
+   search);
 3. a pilot: Pareto k̂ of the importance weights of :data:`N_PILOT` draws of the Student-t
    against the posterior: at most 0.7, the Student-t; else a widened Student-t (scale ×
    :data:`WIDEN`, df :data:`WIDE_DF`) at most 0.7; else the start among the Student-t, the
@@ -28,14 +30,18 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ...core.initial import StudentTInitial, laplace_fit, slope_problem
 from ...core.defensive import DefensiveDraw, DefensiveMixtureDensity
+from ...core.initial import StudentTInitial, laplace_fit, slope_problem
 from ...core.mode_mixture import StudentTMixture, mode_weights
 from ...core.mode_search import search_modes
 from ...tail_stats import KHAT_THRESHOLD, pareto_khat
 
 __all__ = [
     "MAX_ABS_COORDINATE",
+    "MAX_MODES",
+    "MODES_DEFENSIVE_WEIGHT",
+    "MODES_KHAT",
+    "MODE_SEPARATION",
     "N_PILOT",
     "N_STARTS",
     "WIDEN",
@@ -43,6 +49,8 @@ __all__ = [
     "AutoChoice",
     "choose_initial",
     "fit_problems",
+    "mode_fits",
+    "mode_mixture",
 ]
 
 N_STARTS = 32
@@ -286,7 +294,7 @@ def mode_mixture(model_density, search, prior, rng, attrs):
     x = DefensiveDraw(q0, prior.draw, w)(rng, N_PILOT)
     k = khat(density.evaluate(x, gradient=gradient_for_values(model_density)).delta)
     attrs["init_pareto_k_modes"] = k
-    n = f"a Student-t at each of {len(fits)} fitted modes"
+    n = f"a Student-t at each of the {len(fits)} modes refitted in their own metrics"
     if k > MODES_KHAT:
         return None, f"{n}: its pilot weights have k̂ {k:.2f} > {MODES_KHAT}: the prior"
     return q0, f"{n}, mixed with the prior (pilot weights' k̂ {k:.2f})"
