@@ -106,3 +106,18 @@ def test_the_modes_check_counts_the_search_or_the_refitted_modes(counts, flagged
     assert bool(problems) is flagged
     if flagged:
         assert f"found {max(c for c in counts if c is not None):.0f} separated" in problems[0].message
+
+
+@pytest.mark.slow
+def test_same_bits_whatever_cores(bimodal):
+    """The mixture start travels to worker processes (pickled) and draws from each chain's
+    generator only."""
+    out = {}
+    for cores in (1, 2):
+        for sampler in (pmc.sample_smc, pmc.sample_crais):
+            idata = sampler(model=bimodal.model, random_seed=9, progressbar=False, chains=2,
+                            cores=cores, draws=500)  # fmt: skip
+            assert idata["sample_stats"].attrs["init_choice"] == "modes"
+            out[sampler.__name__, cores] = pmc.log_marginal_likelihood(idata)
+    for name in ("sample_smc", "sample_crais"):
+        assert out[name, 1] == out[name, 2]
