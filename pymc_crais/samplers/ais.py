@@ -116,7 +116,9 @@ def sample_ais(
         Initial distribution ``q0`` (see :func:`pymc_crais.samplers.engine.init_option.build_initial`):
         ``"auto"`` checks a Laplace fit (converged, interior mode, a single mode found by
         short optimizations from prior draws, the Pareto k̂ of a pilot's weights) and starts
-        from a Student-t there, a widened one, or the prior (what it chose and why:
+        from a Student-t there, a widened one, a Student-t at each of several modes found
+        mixed half and half with the prior (``init_choice == "modes"``), or the prior (what
+        it chose and why:
         attributes ``init_choice``, ``init_reason``; its evaluations are counted in
         ``n_logp_evals_laplace``; ``sample_crais`` and ``sample_smc`` may then anneal to a
         start, ``init_choice == "annealed"``, docs/algorithms.md); ``"prior"``; a Student-t (or Gaussian) at the Laplace fit;
