@@ -52,6 +52,8 @@ class ModeSearch:
     ends : tuple of numpy.ndarray
         The fit's mode, then every run's end that counts as a mode (converged, stationary,
         not negligibly low), whether or not it is distinct (unconstrained coordinates).
+    end_log_densities : tuple of float
+        ``log prior + ℓ`` at each of ``ends``.
     """
 
     n_starts: int
@@ -61,6 +63,7 @@ class ModeSearch:
     max_distance: float
     n_evals: int
     ends: tuple = ()
+    end_log_densities: tuple = ()
 
 
 STATIONARY_TOL = 1.0
@@ -125,7 +128,7 @@ def search_modes(
     before = density.n_evals
     chol = np.linalg.cholesky(fit.cov)
     modes = [np.zeros(fit.mode.size)]  # whitened, the fit's mode at the origin
-    ends = [fit.mode]
+    ends, end_lp = [fit.mode], [float(fit.log_density_at_mode)]
     unsettled, gain, dist = 0, -np.inf, 0.0
 
     def settled_end(res):
@@ -161,6 +164,7 @@ def search_modes(
             continue
         dist = max(dist, float(np.linalg.norm(z)))
         ends.append(fit.mode + chol @ z)
+        end_lp.append(-float(res.fun))
         if min(float(np.linalg.norm(z - m)) for m in modes) > separation:
             modes.append(z)
     return ModeSearch(
@@ -171,6 +175,7 @@ def search_modes(
         dist,
         int(density.n_evals - before),
         tuple(ends),
+        tuple(end_lp),
     )
 
 

@@ -114,7 +114,8 @@ def anneal_if_far(setup, start: StartPoint, target_mcse: float):
             first_choice = setup.attrs.get("init_choice", "")
             setup, start = new_setup, new
             attrs.update(init_choice="annealed", init_reason=ANNEALED_REASON,
-                         init_first_choice=first_choice)  # fmt: skip
+                         init_first_choice=first_choice, init_family="student_t",
+                         init_scale=SCALE, init_df=DF)  # fmt: skip
         else:
             attrs["init_annealed"] = False
     attrs["n_logp_evals_start"] = spent

@@ -246,6 +246,8 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
         # far from the posterior, an SMC run may find a closer start (annealed_start)
         setup, start, found = anneal_if_far(setup, start_length_point(setup), target_mcse)
         attrs.update(start.attrs, **found)
+        if found.get("init_choice") == "annealed":  # a plain Student-t replaced the first
+            attrs.pop("init_defensive_weight", None)
         if start.point is not None:
             points.append(start.point)
         if start.meets(target_mcse):

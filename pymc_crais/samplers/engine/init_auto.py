@@ -41,6 +41,7 @@ __all__ = [
     "MAX_MODES",
     "MODES_DEFENSIVE_WEIGHT",
     "MODES_KHAT",
+    "MODE_NEGLIGIBLE",
     "MODE_SEPARATION",
     "N_PILOT",
     "N_STARTS",
@@ -78,6 +79,8 @@ MAX_MODES = 8
 """The most modes a mode-mixture start covers (more: the prior)."""
 MODE_SEPARATION = 3.0
 """Whitened distance, in a fitted mode's own metric, within which an end is that mode."""
+MODE_NEGLIGIBLE = 20.0
+"""Nats below the largest Laplace mass beyond which a fitted mode gets no component."""
 MODES_DEFENSIVE_WEIGHT = 0.5
 """The prior's share of the mode-mixture start."""
 MODES_KHAT = KHAT_THRESHOLD
@@ -86,8 +89,9 @@ MODES_KHAT = KHAT_THRESHOLD
 
 @dataclass
 class AutoChoice:
-    """The chosen start: ``choice`` (``"laplace"``, ``"laplace_wide"`` or ``"prior"``), its
-    ``q0`` (``None`` for the prior), why, the output attributes and the evaluations spent."""
+    """The chosen start: ``choice`` (``"laplace"``, ``"laplace_wide"``, ``"modes"`` or
+    ``"prior"``), its ``q0`` (``None`` for the prior), why, the output attributes and the
+    evaluations spent."""
 
     choice: str
     reason: str
@@ -210,7 +214,7 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     attrs["init_n_modes"] = search.n_modes
     if search.n_modes > 1:
         found = f"{search.n_modes} distinct modes found from {N_STARTS} starts"
-        q0, why = mode_mixture(model_density, search, prior, rng, attrs)
+        q0, why = mode_mixture(model_density, search, fit, prior, rng, attrs)
         if q0 is None:
             return done("prior", f"{found}; {why}")
         return done("modes", f"{found}; {why}", q0, MODES_DEFENSIVE_WEIGHT)
@@ -238,17 +242,17 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
 
 
 
-def mode_fits(model_density, ends):
-    """Laplace fits at the distinct modes among a mode search's ``ends``, highest first:
-    ``(fits, why)``, ``fits`` ``None`` when one is no usable Gaussian or there are more than
-    :data:`MAX_MODES`. Ends are taken in order of their density; one within whitened
-    distance ``MODE_SEPARATION`` of a mode already fitted, in that mode's own metric, is
-    that mode. (The search judges distinctness in the first fit's metric, which is wide
-    when that fit is a saddle-like point between modes: a label-switching mixture's two
-    copies then count as one.)"""
-    ends = np.stack(ends)
-    ev = model_density.evaluate(ends, gradient=False)
-    order = np.argsort(-(ev.log_q0 + ev.delta), kind="stable")
+def mode_fits(model_density, ends, log_densities, first_fit=None):
+    """Laplace fits at the distinct modes among a mode search's ``ends`` (their
+    ``log_densities`` given), highest first: ``(fits, why)``, ``fits`` ``None`` when one is
+    no usable Gaussian or there are more than :data:`MAX_MODES`. Ends are taken in order of
+    their density; one within whitened distance :data:`MODE_SEPARATION` of a mode already
+    fitted, in that mode's own metric, is that mode. (The search judges distinctness in the
+    first fit's metric, which is wide when that fit is a saddle-like point between modes: a
+    label-switching mixture's two copies then count as one.) ``first_fit``, the fit at
+    ``ends[0]``, is reused. Modes whose Laplace mass is more than :data:`MODE_NEGLIGIBLE`
+    nats below the largest are left out (a share below ``e^-20``)."""
+    order = np.argsort(-np.asarray(log_densities, dtype=np.float64), kind="stable")
     fits, chols = [], []
 
     def known(x):
@@ -260,11 +264,13 @@ def mode_fits(model_density, ends):
     for i in order:
         if known(ends[i]):
             continue
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            try:
-                fit = laplace_fit(model_density, ends[i])
-            except FloatingPointError:
-                return None, "a mode's Hessian is not finite"
+        fit = first_fit if i == 0 and first_fit is not None else None
+        if fit is None:
+            with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+                try:
+                    fit = laplace_fit(model_density, ends[i])
+                except FloatingPointError:
+                    return None, "a mode's Hessian is not finite"
         if problems := fit_problems(fit):
             return None, f"a mode's Laplace fit failed ({problems[0]})"
         if known(fit.mode):
@@ -273,17 +279,18 @@ def mode_fits(model_density, ends):
             return None, f"more than {MAX_MODES} modes"
         fits.append(fit)
         chols.append(np.linalg.cholesky(fit.cov))
-    return fits, ""
+    masses = np.array([f.log_evidence() for f in fits])
+    return [f for f, m in zip(fits, masses) if m >= masses.max() - MODE_NEGLIGIBLE], ""
 
 
-def mode_mixture(model_density, search, prior, rng, attrs):
+def mode_mixture(model_density, search, fit, prior, rng, attrs):
     """The mode-mixture start (:mod:`pymc_crais.core.mode_mixture`) for the modes a search
     found: ``(q0, why)``, ``q0`` ``None`` when the prior stays. A Student-t at each of
     :func:`mode_fits`, weighted by :func:`~pymc_crais.core.mode_mixture.mode_weights`; kept
     if the weights of :data:`N_PILOT` draws of its defensive mixture with the prior
     (:data:`MODES_DEFENSIVE_WEIGHT`) have Pareto k̂ at most :data:`MODES_KHAT` (a mode the
     search missed shows there when the prior's draws reach it)."""
-    fits, why = mode_fits(model_density, search.ends)
+    fits, why = mode_fits(model_density, search.ends, search.end_log_densities, fit)
     if fits is None:
         return None, f"{why}: the prior"
     attrs["init_n_modes_fitted"] = len(fits)

@@ -71,8 +71,9 @@ def build_initial(
     Parameters
     ----------
     init : "auto", "prior", "laplace", dict with ``mean`` and ``cov``, or GaussianInitial
-        ``"auto"`` chooses between a Student-t at the Laplace fit, a widened one and the
-        prior from a mode search and a pilot's Pareto k̂
+        ``"auto"`` chooses between a Student-t at the Laplace fit, a widened one, a
+        Student-t at each of several modes mixed with the prior, and the prior from a mode
+        search and a pilot's Pareto k̂
         (:mod:`pymc_crais.samplers.engine.init_auto`; the prior for discrete variables).
         ``"laplace"`` fits the mode by L-BFGS on the batched log-density and the covariance
         from the Hessian, then uses a multivariate Student-t (default ``df=5``) or, with

@@ -72,7 +72,7 @@ def _moments(setup, n_draws: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _fit_and_check(setup, base):
     """The Laplace fit and, if it is not a usable Gaussian, why (else ``None``)."""
-    if setup.attrs.get("init_choice") == "prior":
+    if setup.attrs.get("init_choice") in ("prior", "modes"):
         return None, f"init='auto' rejected the Laplace fit ({setup.attrs.get('init_reason')})"
     try:
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
