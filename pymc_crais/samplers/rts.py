@@ -118,7 +118,9 @@ def sample_rts(
         ``"hmc_final_imh"`` have no per-level parameters and are refused, with the kernels
         that have them named.
     chains, cores, random_seed, progressbar, return_inferencedata, idata_kwargs, compile_kwargs, model, init, init_kwargs, kernel_kwargs, backend, mp_ctx, executor, memory_budget
-        As in :func:`pymc_crais.sample_ais`. Chains are independent replicates.
+        As in :func:`pymc_crais.sample_ais`. Chains are independent replicates. Where
+        ``init="auto"``'s mode search finds several modes, RTS starts from the prior, not
+        from a Student-t at each mode (its ladder was slower from that start).
     level_prior : array_like, optional
         Prior ``r_k`` over the levels (uniform by default).
     warm_start : {"ais", None}, default "ais"
@@ -267,7 +269,7 @@ def run_rts(st: RTSSettings):
         restart_levels=st.restart_levels,
         init_burn=float(st.init_burn),
     )
-    setup = prepare(RunOptions.from_settings(st, per_level_kernel=True))
+    setup = prepare(RunOptions.from_settings(st, per_level_kernel=True, mode_mixture=False))
     alpha = st.alpha
     attrs = {
         "method": "rts",

@@ -127,3 +127,14 @@ def test_moment_averaging_falls_back_without_a_second_search(bimodal):
     with pytest.warns(PathFallbackWarning, match="rejected the Laplace fit"):
         pmc.sample_smc(model=bimodal.model, random_seed=2, progressbar=False, draws=300,
                        chains=2, path="moment_averaging")  # fmt: skip
+
+
+def test_rts_keeps_the_prior_where_the_search_finds_several_modes(bimodal):
+    """RTS's ladder was slower from the mode-mixture start (and timed out on the
+    label-switching mixture): it asks init="auto" for the prior there."""
+    idata = pmc.sample_rts(draws=200, n_temperatures=10, n_sweeps=50, ladder="exponential",
+                           ladder_kwargs={"tau_min": 1e-3}, random_seed=3, model=bimodal.model,
+                           chains=1, progressbar=False)  # fmt: skip
+    attrs = idata["sample_stats"].attrs
+    assert attrs["init_choice"] == "prior" and attrs["init_n_modes"] == 2
+    assert "init_n_modes_fitted" not in attrs

@@ -156,7 +156,9 @@ def fit_problems(fit) -> list[str]:
     return out
 
 
-def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoChoice:
+def choose_initial(
+    model_density, x0, prior, rng: np.random.Generator, *, at_modes: bool = True
+) -> AutoChoice:
     """The automatic start for a model (see the module docstring for the rule).
 
     Parameters
@@ -168,6 +170,8 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     prior : PriorSampler
         Draws of the (proper) prior: starts of the mode search, a pilot, the fallback.
     rng : numpy.random.Generator
+    at_modes : bool, default True
+        Whether several modes found give the mode-mixture start (else the prior).
 
     Returns
     -------
@@ -214,6 +218,8 @@ def choose_initial(model_density, x0, prior, rng: np.random.Generator) -> AutoCh
     attrs["init_n_modes"] = search.n_modes
     if search.n_modes > 1:
         found = f"{search.n_modes} distinct modes found from {N_STARTS} starts"
+        if not at_modes:
+            return done("prior", found)
         q0, why = mode_mixture(model_density, search, fit, prior, rng, attrs)
         if q0 is None:
             return done("prior", f"{found}; {why}")

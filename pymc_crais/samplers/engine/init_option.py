@@ -65,6 +65,8 @@ def build_initial(
     model_density: ModelDensity,
     prior: PriorSampler | None,
     rng: np.random.Generator | None = None,
+    *,
+    mode_mixture: bool = True,
 ) -> InitialSetup:
     """Resolve the ``init=`` argument of the samplers.
 
@@ -87,11 +89,13 @@ def build_initial(
         ``None`` only for an improper prior.
     rng : numpy.random.Generator, optional
         For ``"auto"``'s mode search and pilots.
+    mode_mixture : bool, default True
+        Whether ``"auto"`` may start at several modes found (else the prior there).
     """
     kw = dict(init_kwargs or {})
     layout = model_density.layout
     if isinstance(init, str) and init == "auto":
-        return _auto_initial(kw, model, model_density, prior, rng)
+        return _auto_initial(kw, model, model_density, prior, rng, mode_mixture)
     if isinstance(init, str) and init == "prior":
         if kw:
             raise TypeError(f"init='prior' takes no init_kwargs, got {sorted(kw)}")
@@ -150,7 +154,7 @@ def build_initial(
     )
 
 
-def _auto_initial(kw, model, model_density, prior, rng) -> InitialSetup:
+def _auto_initial(kw, model, model_density, prior, rng, mode_mixture=True) -> InitialSetup:
     if kw:
         raise TypeError(f"init='auto' takes no init_kwargs, got {sorted(kw)}; use init='laplace'")
     if prior is None:
@@ -167,7 +171,8 @@ def _auto_initial(kw, model, model_density, prior, rng) -> InitialSetup:
         attrs = {"init": "auto", "init_choice": "prior", "init_reason": why}
         return InitialSetup(model_density, _PriorDraw(prior), attrs)
     rng = np.random.default_rng() if rng is None else rng
-    auto = choose_initial(model_density, initial_point_vector(model, layout), prior, rng)
+    x0 = initial_point_vector(model, layout)
+    auto = choose_initial(model_density, x0, prior, rng, at_modes=mode_mixture)
     if auto.q0 is None:
         return InitialSetup(model_density, _PriorDraw(prior), auto.attrs, auto.n_evals)
     if auto.defensive is not None:

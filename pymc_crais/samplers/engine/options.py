@@ -64,7 +64,10 @@ class RunOptions:
     resamples its particles to every stage's target (SMC), where ``kernel="auto"`` on a
     continuous model is ``"hmc_final_imh"`` (independence moves at ``τ = 1``).
     ``reparameterize``: ``"none"`` or ``"noncentred"`` (see
-    :mod:`pymc_crais.samplers.engine.noncentre`).
+    :mod:`pymc_crais.samplers.engine.noncentre`). ``mode_mixture``: whether ``init="auto"``
+    may start at several modes found (:func:`~pymc_crais.samplers.engine.init_auto.mode_mixture`;
+    RTS does not: its ladder was slower from that start, and timed out on a label-switching
+    mixture).
     """
 
     model: object = None
@@ -88,6 +91,7 @@ class RunOptions:
     per_level_kernel: bool = False
     resamples: bool = False
     reparameterize: object = "none"
+    mode_mixture: bool = True
 
     @classmethod
     def from_settings(cls, settings, **overrides) -> RunOptions:

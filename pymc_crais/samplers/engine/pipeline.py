@@ -159,7 +159,9 @@ def prepare(options: RunOptions) -> RunSetup:
     # the automatic start draws from its own child of the run-level generator, so the
     # pilots and tuning runs that follow see the same stream whatever it spent
     init_rng = aux_rng.spawn(1)[0] if isinstance(init, str) and init == "auto" else None
-    initial = build_initial(init, o.init_kwargs, model, model_density, prior, init_rng)
+    initial = build_initial(
+        init, o.init_kwargs, model, model_density, prior, init_rng, mode_mixture=o.mode_mixture
+    )
     attrs = {
         "draws": draws,
         "n_mcmc_steps": int(o.n_mcmc_steps),
