@@ -164,7 +164,9 @@ def test_centred_funnel_does_not_choose_laplace():
 def test_bimodal_model_does_not_choose_laplace():
     """Not a Student-t at one mode: one at each mode found, mixed with the prior."""
     auto = _choose(em.gaussian_mixture_potential().model)
-    assert auto.choice == "modes" and auto.defensive == 0.5
+    assert auto.choice == "modes" and auto.attrs["init_defensive_weight"] == 0.5
+    density, draw = auto.start  # the built mixture with the prior, used as built
+    assert density.weight == draw.weight == 0.5 and density.initial is auto.q0
     assert len(auto.q0.components) == auto.attrs["init_n_modes_fitted"] >= 2
     assert auto.attrs["init_n_modes"] >= 2
     assert f"from {N_STARTS} starts" in auto.reason

@@ -40,11 +40,10 @@ import math
 
 import numpy as np
 
-from ...core.defensive import DefensiveDraw, DefensiveMixtureDensity
 from ...core.paths import make_path
 from ...core.refit import student_t_from_draws
 from .anneal_chain import run_anneal_chains
-from .init_auto import DF, SCALE, WIDE_DF, WIDEN, gradient_for_values, khat
+from .init_auto import DF, SCALE, WIDE_DF, WIDEN, defensive_start, start_khat
 from .options import is_auto
 from .posterior_refit import restart_setup
 from .runner import ChainFailedError
@@ -276,19 +275,14 @@ def _smc_fit(setup, draws, attrs):
         return None, 0
     rng = setup.aux_rng.spawn(1)[0]
     md = setup.model_density
-    before, grad = md.n_evals, gradient_for_values(md)
-    start = None
+    before = md.n_evals
     for key, scale, df in (("", SCALE, DF), ("_wide", SCALE * WIDEN, WIDE_DF)):
         proposal = student_t_from_draws(draws, scale=scale, df=df)
         if proposal is None:
             break
-        density = DefensiveMixtureDensity(
-            setup.layout.dim, base=md, initial=proposal, weight=DEFENSIVE_WEIGHT
-        )
-        draw = DefensiveDraw(proposal, setup.draw, DEFENSIVE_WEIGHT)
-        k = khat(density.evaluate(draw(rng, SMC_START_DRAWS), gradient=grad).delta)
+        start = defensive_start(md, proposal, setup.draw, DEFENSIVE_WEIGHT)
+        k = start_khat(start, md, rng, SMC_START_DRAWS)
         attrs[f"init_annealed_pareto_k{key}"] = k
         if k < SMC_START_KHAT:
-            start = (density, draw)
-            break
-    return start, int(md.n_evals - before)
+            return start, int(md.n_evals - before)
+    return None, int(md.n_evals - before)

@@ -49,9 +49,11 @@ __all__ = [
     "WIDE_DF",
     "AutoChoice",
     "choose_initial",
+    "defensive_start",
     "fit_problems",
     "mode_fits",
     "mode_mixture",
+    "start_khat",
 ]
 
 N_STARTS = 32
@@ -98,8 +100,9 @@ class AutoChoice:
     q0: StudentTInitial | StudentTMixture | None
     attrs: dict = field(default_factory=dict)
     n_evals: int = 0
-    defensive: float | None = None
-    """The prior's share of a defensive mixture with ``q0`` (``None``: ``q0`` alone)."""
+    start: tuple | None = None
+    """``(density, draw)`` of a defensive mixture of ``q0`` with the prior, when the start is
+    one (``None``: ``q0`` alone)."""
 
 
 def khat(log_w) -> float:
@@ -186,16 +189,16 @@ def choose_initial(
         "init_pareto_k_prior": np.nan,
     }
 
-    def done(choice, reason, q0=None, defensive=None):
+    def done(choice, reason, q0=None, start=None):
         n = int(model_density.n_evals - before)
         attrs.update(init_choice=choice, init_reason=reason, n_logp_evals_laplace=n)
         if isinstance(q0, StudentTMixture):
             attrs.update(init_family="student_t_mixture", init_scale=SCALE, init_df=DF,
-                         init_defensive_weight=defensive)  # fmt: skip
+                         init_defensive_weight=MODES_DEFENSIVE_WEIGHT)  # fmt: skip
         elif q0 is not None:
             scale = SCALE if choice == "laplace" else SCALE * WIDEN
             attrs.update(init_family="student_t", init_scale=scale, init_df=float(q0.df))
-        return AutoChoice(choice, reason, q0, attrs, n, defensive)
+        return AutoChoice(choice, reason, q0, attrs, n, start)
 
     if not model_density.has_gradient:
         return done("prior", "the model's gradient could not be compiled (no Laplace fit)")
@@ -220,10 +223,10 @@ def choose_initial(
         found = f"{search.n_modes} distinct modes found from {N_STARTS} starts"
         if not at_modes:
             return done("prior", found)
-        q0, why = mode_mixture(model_density, search, fit, prior, rng, attrs)
+        q0, start, why = mode_mixture(model_density, search, fit, prior, rng, attrs)
         if q0 is None:
             return done("prior", f"{found}; {why}")
-        return done("modes", f"{found}; {why}", q0, MODES_DEFENSIVE_WEIGHT)
+        return done("modes", f"{found}; {why}", q0, start)
     if search.max_gain > GAIN_TOL:
         return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
                     "above the fitted mode (several modes)")  # fmt: skip
@@ -291,23 +294,35 @@ def mode_fits(model_density, ends, log_densities, first_fit=None):
 
 def mode_mixture(model_density, search, fit, prior, rng, attrs):
     """The mode-mixture start (:mod:`pymc_crais.core.mode_mixture`) for the modes a search
-    found: ``(q0, why)``, ``q0`` ``None`` when the prior stays. A Student-t at each of
+    found: ``(q0, (density, draw), why)``, ``q0`` ``None`` when the prior stays. A Student-t at each of
     :func:`mode_fits`, weighted by :func:`~pymc_crais.core.mode_mixture.mode_weights`; kept
     if the weights of :data:`N_PILOT` draws of its defensive mixture with the prior
     (:data:`MODES_DEFENSIVE_WEIGHT`) have Pareto k̂ at most :data:`MODES_KHAT` (a mode the
     search missed shows there when the prior's draws reach it)."""
     fits, why = mode_fits(model_density, search.ends, search.end_log_densities, fit)
     if fits is None:
-        return None, f"{why}: the prior"
+        return None, None, f"{why}: the prior"
     attrs["init_n_modes_fitted"] = len(fits)
     comps = tuple(StudentTInitial(f.mode, f.cov * SCALE**2, df=DF) for f in fits)
     q0 = StudentTMixture(comps, mode_weights([f.log_evidence() for f in fits]))
-    w = MODES_DEFENSIVE_WEIGHT
-    density = DefensiveMixtureDensity(q0.dim, base=model_density, initial=q0, weight=w)
-    x = DefensiveDraw(q0, prior.draw, w)(rng, N_PILOT)
-    k = khat(density.evaluate(x, gradient=gradient_for_values(model_density)).delta)
+    start = defensive_start(model_density, q0, prior.draw, MODES_DEFENSIVE_WEIGHT)
+    k = start_khat(start, model_density, rng, N_PILOT)
     attrs["init_pareto_k_modes"] = k
     n = f"a Student-t at each of the {len(fits)} modes refitted in their own metrics"
     if k > MODES_KHAT:
-        return None, f"{n}: its pilot weights have k̂ {k:.2f} > {MODES_KHAT}: the prior"
-    return q0, f"{n}, mixed with the prior (pilot weights' k̂ {k:.2f})"
+        return None, None, f"{n}: its pilot weights have k̂ {k:.2f} > {MODES_KHAT}: the prior"
+    return q0, start, f"{n}, mixed with the prior (pilot weights' k̂ {k:.2f})"
+
+
+def defensive_start(model_density, q0, prior_draw, weight):
+    """``(density, draw)`` of the defensive mixture ``(1 − weight)·q0 + weight·prior``
+    (:mod:`pymc_crais.core.defensive`) over the model's ``(log prior, ℓ)``."""
+    density = DefensiveMixtureDensity(q0.dim, base=model_density, initial=q0, weight=weight)
+    return density, DefensiveDraw(q0, prior_draw, weight)
+
+
+def start_khat(start, model_density, rng, n) -> float:
+    """Pareto k̂ of the importance weights of ``n`` draws of a ``(density, draw)`` start
+    against the posterior."""
+    density, draw = start
+    return khat(density.evaluate(draw(rng, n), gradient=gradient_for_values(model_density)).delta)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.defensive import DefensiveDraw, DefensiveMixtureDensity
 from ...core.density import BatchedDensity
 from ...core.initial import GaussianInitial, InitialReweightedDensity, StudentTInitial, laplace_fit
 from .compile import ModelDensity, initial_point_vector
@@ -175,11 +174,7 @@ def _auto_initial(kw, model, model_density, prior, rng, mode_mixture=True) -> In
     auto = choose_initial(model_density, x0, prior, rng, at_modes=mode_mixture)
     if auto.q0 is None:
         return InitialSetup(model_density, _PriorDraw(prior), auto.attrs, auto.n_evals)
-    if auto.defensive is not None:
-        dens = DefensiveMixtureDensity(
-            layout.dim, base=model_density, initial=auto.q0, weight=auto.defensive
-        )
-        draw = DefensiveDraw(auto.q0, _PriorDraw(prior), auto.defensive)
-        return InitialSetup(dens, draw, auto.attrs, auto.n_evals)
+    if auto.start is not None:
+        return InitialSetup(*auto.start, auto.attrs, auto.n_evals)
     dens = InitialReweightedDensity(layout.dim, base=model_density, initial=auto.q0)
     return InitialSetup(dens, _GaussianDraw(auto.q0), auto.attrs, auto.n_evals)
