@@ -67,12 +67,33 @@ def test_a_density_switches_after_its_budget_and_each_chain_counts_its_own(model
         object.__setattr__(fn, "first", lambda x: calls.append("numpy") or first(x))
         object.__setattr__(fn, "then", lambda x: calls.append("numba") or then(x))
         x = _points(model, dens, n=3)
+        early = dens.for_chain()  # a chain before the set-up spent its budget: NumPy first
         dens.evaluate(x, gradient=True)  # on NumPy: the budget is spent after it
         dens.evaluate(x, gradient=True)
-        chain = dens.for_chain()  # a new chain starts on NumPy again
-        chain.evaluate(x, gradient=True)
+        early.evaluate(x, gradient=True)
+        early.evaluate(x, gradient=True)  # ... and its own budget is spent after one call
+        late = dens.for_chain()  # the set-up went to Numba: so does a chain from now on
+        late.evaluate(x, gradient=True)
         dens.evaluate(x, gradient=True)
-        assert calls == ["numpy", "numba", "numpy", "numba"]
+        assert calls == ["numpy", "numba", "numpy", "numba", "numba", "numba"]
+    finally:
+        compile_mod.clear_compile_cache()
+
+
+def test_a_run_long_by_construction_starts_its_chains_on_numba(model):
+    """``spend_setup_budget`` (before an annealed start's pilot, or a second run): the set-up's
+    budget counts as spent and the chains that follow have none, whatever was spent."""
+    from pymc_crais.samplers.engine import compile as compile_mod
+
+    compile_mod.clear_compile_cache()
+    try:
+        dens = compile_model_density(model)
+        assert dens.for_chain()._numpy_budget == dens.numpy_cost.budget > 0
+        dens.spend_setup_budget()
+        assert dens.for_chain()._numpy_budget == 0.0
+        assert dens._numpy_spent == dens.numpy_cost.setup_budget
+        dens.spend_setup_budget()  # idempotent
+        assert dens._numpy_spent == dens.numpy_cost.setup_budget
     finally:
         compile_mod.clear_compile_cache()
 

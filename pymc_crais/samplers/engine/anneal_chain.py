@@ -138,6 +138,7 @@ class AnnealPlan:
         return finish(self.setup, outs, self.attrs, self.extra)
 
     def _rerun(self, setup: RunSetup):
+        setup.model_density.spend_setup_budget()  # after a whole run: Numba from the start
         return run_anneal_chains(setup, self.path, self.schedule, self.label, self.options)
 
 

@@ -140,6 +140,7 @@ def smc_pilot(setup, particles: int | None = None):
     before = setup.model_density.n_evals
     attrs = {"init_annealed": False, "init_annealed_chains": int(pilot.chains),
              "init_annealed_particles": int(pilot.draws)}  # fmt: skip
+    setup.model_density.spend_setup_budget()  # an SMC run from the prior: long, on Numba
     try:
         chains, seconds = run_anneal_chains(
             pilot, make_path(0.0, 0.0), schedule, "start (SMC)", settings.anneal_options()

@@ -49,12 +49,29 @@ class ModelDensity(BatchedDensity):
     def for_chain(self) -> ModelDensity:
         """A copy for one chain: the same compiled functions, its own count of
         NumPy time towards :attr:`numpy_cost`'s budget (so a chain's bits do not depend on what
-        ran before it in the process)."""
+        ran before it in the process).
+
+        The chain's budget is :attr:`NumpyCost.budget`, unless the set-up has spent its own
+        (:attr:`NumpyCost.setup_budget`): the run has then shown itself long enough that
+        Numba's function is worth its compilation, and the chain starts on it
+        (:meth:`spend_setup_budget`)."""
         if self.numpy_cost is None:
             return self
+        if self._numpy_spent >= self.numpy_cost.setup_budget:
+            budget = 0.0
+        else:
+            budget = self.numpy_cost.budget
         chain = copy.copy(self)
-        chain._numpy_spent, chain._numpy_budget = 0.0, self.numpy_cost.budget
+        chain._numpy_spent, chain._numpy_budget = 0.0, budget
         return chain
+
+    def spend_setup_budget(self) -> None:
+        """Count the set-up's NumPy budget as spent, so that the chains that follow start on
+        Numba (:meth:`for_chain`): before a run that is long by construction (an annealed
+        start's pilot; a second run after a whole one). Deterministic: it depends on the
+        calls made, never on a clock or a cache."""
+        if self.numpy_cost is not None:
+            self._numpy_spent = max(self._numpy_spent, self.numpy_cost.setup_budget)
 
     def on_stage(self, numpy: bool) -> ModelDensity:
         """A copy whose calls all go to one stage of a two-stage density: NumPy's
