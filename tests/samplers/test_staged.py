@@ -185,3 +185,23 @@ def test_a_numpy_stage_that_fails_leaves_numba_alone_not_a_per_particle_loop(
         np.testing.assert_allclose(a.grad_delta, b.grad_delta, rtol=1e-12, atol=1e-12)
     finally:
         compile_mod.clear_compile_cache()
+
+
+def test_a_tempering_run_of_a_costly_model_is_long_ahead():
+    """``long_run_ahead``: chains that will temper (the start's k̂ above 0.7, or none measured)
+    on a model whose calls cost more than a chain's budget within LONG_RUN_CALLS go to Numba
+    at once; a usable start, or a cheap model, keeps the NumPy stage."""
+    from pymc_crais.samplers.engine.staged import LONG_RUN_CALLS, NumpyCost, long_run_ahead
+
+    costly = NumpyCost(per_call=1e-3, per_row=1e-5, budget=1.0, setup_budget=1.5)  # 21 ms
+    cheap = NumpyCost(per_call=1e-4, per_row=1e-7, budget=1.0, setup_budget=1.5)  # 0.3 ms
+    assert LONG_RUN_CALLS * costly.call(2000) > 1.0 > LONG_RUN_CALLS * cheap.call(2000)
+    laplace = {"init_choice": "laplace", "init_pareto_k": 6.5}
+    assert long_run_ahead(costly, 2000, laplace)
+    assert not long_run_ahead(cheap, 2000, laplace)
+    assert not long_run_ahead(costly, 2000, {**laplace, "init_pareto_k": 0.3})
+    assert long_run_ahead(costly, 2000, {"init_choice": "prior", "init_pareto_k_prior": np.nan})
+    assert not long_run_ahead(costly, 2000, {"init_choice": "modes", "init_pareto_k_modes": 0.5})
+    assert long_run_ahead(costly, 2000, {})  # a start the user gave: no k̂ measured
+    assert not long_run_ahead(costly, 20, laplace)  # few particles: the calls are cheap
+    assert not long_run_ahead(None, 2000, laplace)  # no NumPy stage at all

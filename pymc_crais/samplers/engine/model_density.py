@@ -70,8 +70,14 @@ class ModelDensity(BatchedDensity):
         Numba (:meth:`for_chain`): before a run that is long by construction (an annealed
         start's pilot; a second run after a whole one). Deterministic: it depends on the
         calls made, never on a clock or a cache."""
-        if self.numpy_cost is not None:
-            self._numpy_spent = max(self._numpy_spent, self.numpy_cost.setup_budget)
+        if self.numpy_cost is None:
+            return
+        self._numpy_spent = max(self._numpy_spent, self.numpy_cost.setup_budget)
+        # compiled here, before the chains' processes fork, so that they inherit it instead
+        # of each loading it (a second or more a process, from a warm cache)
+        fn = self._fn_grad if self._fn_grad is not None else self._fn
+        if isinstance(fn, TwoStage):
+            fn.stage(False).function
 
     def on_stage(self, numpy: bool) -> ModelDensity:
         """A copy whose calls all go to one stage of a two-stage density: NumPy's

@@ -35,11 +35,14 @@ __all__ = [
     "NUMPY_MODE_NAME",
     "ELEMENT_SECONDS",
     "NODE_SECONDS",
+    "LONG_RUN_CALLS",
     "NUMPY_SECONDS",
     "SETUP_NUMPY_SECONDS",
+    "START_KHAT",
     "NumpyCost",
     "StagedCompiler",
     "TwoStage",
+    "long_run_ahead",
     "numpy_first_kwargs",
     "numpy_mode",
     "python_loop_nodes",
@@ -69,6 +72,39 @@ Python linker: 8–12 µs a node measured on one-particle calls of the suite's g
 ELEMENT_SECONDS = 2e-9
 """Estimated NumPy cost of one particle and one unit of :func:`row_cost` (0.8–3 ns measured
 on the validation suite's loop-free graphs and a 3-parameter regression, 2,000 particles)."""
+
+
+LONG_RUN_CALLS = 100
+"""Population calls a chain makes at the least when it tempers (a start whose weights are
+not usable at once): two stages of a few HMC transitions of about ten leapfrog steps each.
+Where that many calls cost more on NumPy than a chain's budget (:func:`long_run_ahead`), the
+chains start on Numba."""
+
+START_KHAT = 0.7
+"""A start whose importance weights have a larger Pareto k̂ (or none measured) makes the
+chains temper (the bound beyond which importance sampling is unreliable)."""
+
+START_KHAT_ATTRS = {
+    "laplace": "init_pareto_k",
+    "laplace_wide": "init_pareto_k_wide",
+    "prior": "init_pareto_k_prior",
+    "modes": "init_pareto_k_modes",
+}
+"""The run attribute that holds each automatic start's k̂."""
+
+
+def long_run_ahead(cost: NumpyCost | None, draws: int, attrs: dict) -> bool:
+    """Whether a run's chains, from the start its set-up chose (``attrs``), will make more
+    NumPy calls than a chain's budget buys many times over: they temper (the start's k̂ is
+    above :data:`START_KHAT`, or was not measured) and :data:`LONG_RUN_CALLS` calls on
+    ``draws`` particles cost more than :attr:`NumpyCost.budget`. Numba's compilation is then
+    paid by every such run, and the NumPy stage would only add to it. A function of the
+    graph and the set-up's results: never of a clock or a cache."""
+    if cost is None:
+        return False
+    khat = float(attrs.get(START_KHAT_ATTRS.get(attrs.get("init_choice"), ""), float("nan")))
+    tempers = not khat <= START_KHAT
+    return tempers and LONG_RUN_CALLS * cost.call(draws) > cost.budget
 
 
 def numpy_mode():
