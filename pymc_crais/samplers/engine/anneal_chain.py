@@ -24,6 +24,7 @@ from .pipeline import RunSetup, finish
 from .posterior_refit import checked_chains
 from .progress import ChainProgress, stage_callback
 from .runner import run_chains
+from .staged import costly
 
 __all__ = ["AnnealPlan", "AnnealTask", "chain_result", "iter_anneal_chain", "run_anneal_chain"]
 __all__ += ["run_anneal_chains"]
@@ -138,7 +139,8 @@ class AnnealPlan:
         return finish(self.setup, outs, self.attrs, self.extra)
 
     def _rerun(self, setup: RunSetup):
-        setup.model_density.spend_setup_budget()  # after a whole run: Numba from the start
+        if costly(setup.model_density.numpy_cost, setup.draws):  # as long as the first run
+            setup.model_density.spend_setup_budget(setup.kernel.needs_gradient)
         return run_anneal_chains(setup, self.path, self.schedule, self.label, self.options)
 
 

@@ -48,6 +48,7 @@ from .options import is_auto
 from .posterior_refit import restart_setup
 from .runner import ChainFailedError
 from .smc_settings import SMCSettings
+from .staged import PILOT_CALLS, costly
 from .start_point import StartPoint, start_length_point
 
 __all__ = [
@@ -140,7 +141,8 @@ def smc_pilot(setup, particles: int | None = None):
     before = setup.model_density.n_evals
     attrs = {"init_annealed": False, "init_annealed_chains": int(pilot.chains),
              "init_annealed_particles": int(pilot.draws)}  # fmt: skip
-    setup.model_density.spend_setup_budget()  # an SMC run from the prior: long, on Numba
+    if costly(setup.model_density.numpy_cost, pilot.draws, PILOT_CALLS):  # from the prior
+        setup.model_density.spend_setup_budget(setup.kernel.needs_gradient)
     try:
         chains, seconds = run_anneal_chains(
             pilot, make_path(0.0, 0.0), schedule, "start (SMC)", settings.anneal_options()

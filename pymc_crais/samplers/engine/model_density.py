@@ -57,27 +57,33 @@ class ModelDensity(BatchedDensity):
         (:meth:`spend_setup_budget`)."""
         if self.numpy_cost is None:
             return self
-        if self._numpy_spent >= self.numpy_cost.setup_budget:
-            budget = 0.0
-        else:
-            budget = self.numpy_cost.budget
+        own = self.numpy_cost.setup_budget if self._numpy_budget is None else self._numpy_budget
+        budget = 0.0 if self._numpy_spent >= own else self.numpy_cost.budget
         chain = copy.copy(self)
         chain._numpy_spent, chain._numpy_budget = 0.0, budget
         return chain
 
-    def spend_setup_budget(self) -> None:
+    def spend_setup_budget(self, gradient: bool = True) -> None:
         """Count the set-up's NumPy budget as spent, so that the chains that follow start on
-        Numba (:meth:`for_chain`): before a run that is long by construction (an annealed
-        start's pilot; a second run after a whole one). Deterministic: it depends on the
-        calls made, never on a clock or a cache."""
+        Numba (:meth:`for_chain`): before a run known to be long (an annealed start's pilot, a
+        second run after a whole one, chains that will temper on a costly model:
+        :func:`~pymc_crais.samplers.engine.staged.long_run_ahead`). Deterministic: it depends
+        on the calls made, never on a clock or a cache.
+
+        Parameters
+        ----------
+        gradient : bool, default True
+            Whether the chains evaluate the gradient (a gradient kernel): that function's
+            Numba stage, or else the values-only one's, is compiled now, so that worker
+            processes forked after this inherit it instead of each loading it (a second or
+            more a process from a warm cache; with spawn they compile it again).
+        """
         if self.numpy_cost is None:
             return
         self._numpy_spent = max(self._numpy_spent, self.numpy_cost.setup_budget)
-        # compiled here, before the chains' processes fork, so that they inherit it instead
-        # of each loading it (a second or more a process, from a warm cache)
-        fn = self._fn_grad if self._fn_grad is not None else self._fn
+        fn = self._fn_grad if gradient and self._fn_grad is not None else self._fn
         if isinstance(fn, TwoStage):
-            fn.stage(False).function
+            _ = fn.stage(False).function
 
     def on_stage(self, numpy: bool) -> ModelDensity:
         """A copy whose calls all go to one stage of a two-stage density: NumPy's

@@ -26,8 +26,8 @@ from .noncentre import check_reparameterize, reparameterized
 from .options import RunOptions, check_int
 from .prior import prior_sampler
 from .reproducible import with_pytensor_lock
-from .staged import long_run_ahead
 from .runner import chain_generators
+from .staged import long_run_ahead
 
 __all__ = ["RunSetup", "check_executor", "finish", "fresh_kernel", "kernel_attributes", "prepare"]
 
@@ -173,7 +173,7 @@ def prepare(options: RunOptions) -> RunSetup:
         **({"noncentred": ",".join(noncentred)} if noncentred else {}),
     }
     if long_run_ahead(model_density.numpy_cost, draws, attrs):
-        model_density.spend_setup_budget()  # the chains start on Numba
+        model_density.spend_setup_budget(mutation.needs_gradient)  # the chains: on Numba
     return RunSetup(
         options=o,
         model=model,

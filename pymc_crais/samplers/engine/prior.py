@@ -189,9 +189,13 @@ class PriorSampler:
             )
             self.vectorized = False
             flat = pt.concatenate([o.reshape((-1,)) for o in native_draws(outs)])
-            # called once per particle: compiled code (the default mode), not the Python
-            # linker, whose Scan of a 120-state AR(1) took 10 s for 2,000 draws
-            self._fn = reproducible_compile([], flat, **full_ckw)
+            # called once per particle: compiled code (the default mode) where it compiles,
+            # not the Python linker, whose Scan of a 120-state AR(1) took 10 s for 2,000 draws
+            try:
+                self._fn = reproducible_compile([], flat, **full_ckw)
+                self._fn()
+            except Exception:  # noqa: BLE001 (an Op without compiled code: the Python linker)
+                self._fn = reproducible_compile([], flat, **ckw)
         self._rng_vars = [
             v for v in self._fn.get_shared() if isinstance(v.type, RandomGeneratorType)
         ]

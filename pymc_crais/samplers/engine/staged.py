@@ -21,9 +21,10 @@ do on most regressions) never generate Numba code; long ones spend at most about
 function of the graph and the calls, never a clock, so it cannot change the bits.
 
 A run known to be long before its chains start pays Numba's compilation in any case, so its
-chains start on Numba (the parent compiles it before they fork): where the set-up spent its own
-budget, where an annealed start's pilot runs (or a second run follows a whole one), and where
-the chains will temper on a model whose calls are costly (:func:`long_run_ahead`). On the
+chains start on Numba (the parent compiles it first, so that workers forked after it inherit
+it): where the set-up spent its own budget, and, on a model whose calls are :func:`costly`,
+where an annealed start's pilot runs, a second run follows a whole one, or the chains will
+temper (:func:`long_run_ahead`). On the
 applied tier's 60-group models this took 2.6-3.9 s off 10-11 s runs with a warm cache, and
 3.9 s off 20.5 s with a cold one (``applied_hier60_centred``, seed 6, 4 chains on 2 cores).
 
@@ -34,21 +35,25 @@ operation has no NumPy ufunc) are compiled on Numba at once (:func:`python_loop_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .reproducible import default_mode_is_numba
 
 __all__ = [
-    "NUMPY_MODE_NAME",
     "ELEMENT_SECONDS",
-    "NODE_SECONDS",
     "LONG_RUN_CALLS",
+    "NODE_SECONDS",
+    "NUMPY_MODE_NAME",
     "NUMPY_SECONDS",
+    "PILOT_CALLS",
     "SETUP_NUMPY_SECONDS",
     "START_KHAT",
+    "START_KHAT_ATTRS",
     "NumpyCost",
     "StagedCompiler",
     "TwoStage",
+    "costly",
     "long_run_ahead",
     "numpy_first_kwargs",
     "numpy_mode",
@@ -84,34 +89,75 @@ on the validation suite's loop-free graphs and a 3-parameter regression, 2,000 p
 LONG_RUN_CALLS = 100
 """Population calls a chain makes at the least when it tempers (a start whose weights are
 not usable at once): two stages of a few HMC transitions of about ten leapfrog steps each.
-Where that many calls cost more on NumPy than a chain's budget (:func:`long_run_ahead`), the
-chains start on Numba."""
+Where that many calls cost more on NumPy than a chain's budget (:func:`costly`), a run known
+to be long starts its chains on Numba."""
+
+PILOT_CALLS = 400
+"""Population calls a chain of an SMC run from the prior makes at the least (an annealed
+start's pilot, which is kept only after 8 stages): the pilots measured made 550-1,050 calls
+a chain (``hier_centered``, ``applied_hier60_centred``)."""
 
 START_KHAT = 0.7
-"""A start whose importance weights have a larger Pareto k̂ (or none measured) makes the
-chains temper (the bound beyond which importance sampling is unreliable)."""
+"""A start whose importance weights have a larger Pareto k̂ makes the chains temper (the
+bound beyond which importance sampling is unreliable)."""
 
 START_KHAT_ATTRS = {
     "laplace": "init_pareto_k",
     "laplace_wide": "init_pareto_k_wide",
     "prior": "init_pareto_k_prior",
-    "modes": "init_pareto_k_modes",
 }
-"""The run attribute that holds each automatic start's k̂."""
+"""The run attribute that holds each automatic start's k̂ (the mode-mixture start is kept
+only below :data:`START_KHAT`)."""
+
+
+def costly(cost: NumpyCost | None, draws: int, calls: int | None = None) -> bool:
+    """Whether ``calls`` calls on ``draws`` particles cost more on NumPy than a chain's
+    budget (``False`` without a NumPy stage).
+
+    Parameters
+    ----------
+    cost : NumpyCost or None
+        The density's estimate (:attr:`ModelDensity.numpy_cost`).
+    draws : int
+        Particles a call evaluates.
+    calls : int, optional
+        The calls a chain makes at the least (default :data:`LONG_RUN_CALLS`).
+
+    Returns
+    -------
+    bool
+    """
+    calls = LONG_RUN_CALLS if calls is None else calls
+    return cost is not None and calls * cost.call(draws) > cost.budget
 
 
 def long_run_ahead(cost: NumpyCost | None, draws: int, attrs: dict) -> bool:
-    """Whether a run's chains, from the start its set-up chose (``attrs``), will make more
-    NumPy calls than a chain's budget buys many times over: they temper (the start's k̂ is
-    above :data:`START_KHAT`, or was not measured) and :data:`LONG_RUN_CALLS` calls on
-    ``draws`` particles cost more than :attr:`NumpyCost.budget`. Numba's compilation is then
-    paid by every such run, and the NumPy stage would only add to it. A function of the
-    graph and the set-up's results: never of a clock or a cache."""
-    if cost is None:
-        return False
-    khat = float(attrs.get(START_KHAT_ATTRS.get(attrs.get("init_choice"), ""), float("nan")))
-    tempers = not khat <= START_KHAT
-    return tempers and LONG_RUN_CALLS * cost.call(draws) > cost.budget
+    """Whether a run's chains, from the start its set-up chose, will temper on a model whose
+    NumPy calls are :func:`costly`: Numba's compilation is then paid by the run in any case,
+    and a NumPy stage per chain would only add to it. A function of the graph and the
+    set-up's results, never of a clock or a cache.
+
+    Parameters
+    ----------
+    cost : NumpyCost or None
+        The density's estimate.
+    draws : int
+        Particles per chain.
+    attrs : dict
+        The set-up's attributes: ``init_choice`` and the start's k̂
+        (:data:`START_KHAT_ATTRS`). The chains temper when that k̂ is above
+        :data:`START_KHAT`, or when ``init="auto"`` fell back to the prior without measuring
+        one (no Laplace fit: a funnel, a boundary); a start the caller chose, whose k̂ is not
+        measured, is not assumed to temper.
+
+    Returns
+    -------
+    bool
+    """
+    choice = attrs.get("init_choice")
+    khat = float(attrs.get(START_KHAT_ATTRS.get(choice, ""), float("nan")))
+    tempers = khat > START_KHAT or (choice == "prior" and math.isnan(khat))
+    return tempers and costly(cost, draws)
 
 
 def numpy_mode():
