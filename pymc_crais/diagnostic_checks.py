@@ -231,7 +231,7 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
         msg = (
             f"the start is a Student-t fitted to SMC chains (annealed start) and {why}: it "
             "misses a region (a funnel's neck) that annealing without resampling may never "
-            "reach; such runs came out 0.05-0.7 nat low with error bars of 0.02-0.07."
+            "reach; such runs came out 0.05-0.7 nat low with error bars of 0.015-0.07."
         )
         fix = "Use pmc.sample_smc(), or reparameterize the model (non-centred)."
         out.append(Problem("annealed_start", None, msg, fix))
