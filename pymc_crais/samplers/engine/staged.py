@@ -26,8 +26,8 @@ it): where the set-up spent its own budget, and, on a model whose calls are :fun
 where an annealed start's pilot runs, a second run follows a whole one, or the chains will
 temper (:func:`long_run_ahead`). ``applied_hier60_centred`` (seed 6, 4 chains, 2 cores) went
 from 11.9 to 7.7 s with a warm cache and from 20.9 to 16.6 s with a cold one; cheap models
-(``eight_schools_centered``, 3 s) keep their NumPy stage, where Numba's code generation
-would have cost 14 s cold (``benchmarks/long_run_numba.py``, ``long_run_numba-s8.txt``).
+(``eight_schools_centered``, 3 s) keep their NumPy stage, where sending them to Numba cost
+13 s more with a cold cache (``benchmarks/long_run_numba.py``, ``long_run_numba-s8.txt``).
 
 Graphs with a node whose Python implementation loops in Python (over the particles:
 ``Blockwise``, ``Scan``, ``OpFromGraph``; or over the elements: an ``Elemwise`` whose scalar
