@@ -14,6 +14,7 @@ from .core.estimators import combine_chain_estimates
 from .core.initial import slope_problem
 from .result_reader import MIN_CHAINS_BETWEEN
 from .tail_stats import (
+    KHAT_INFINITE_MEAN,
     KHAT_THRESHOLD,
     chain_agreement,
     heavy_tail_factor,
@@ -225,8 +226,9 @@ def find_problems(rows: list[dict], attrs: dict) -> list[Problem]:
         fix = "Increase max_init_rounds or n_init_sweeps, or use more temperatures."
         out.append(Problem("init_rounds", unsettled, msg, fix))
     k_start = float(attrs.get("init_annealed_pareto_k", np.nan))
-    if attrs.get("init_choice") == "annealed" and (attrs.get("schedule_fallback") or k_start >= 1):
-        why = (f"its weights have Pareto k̂ {k_start:.2f} >= 1" if k_start >= 1 else
+    infinite = k_start >= KHAT_INFINITE_MEAN  # the start misses a region
+    if attrs.get("init_choice") == "annealed" and (attrs.get("schedule_fallback") or infinite):
+        why = (f"its weights have Pareto k̂ {k_start:.2f} >= 1" if infinite else
                "CR-AIS's tuning run crawled (linear fallback) even from it")  # fmt: skip
         msg = (
             f"the start is a Student-t fitted to SMC chains (annealed start) and {why}: it "

@@ -11,6 +11,7 @@ import numpy as np
 from .core.tails import pareto_tail_size
 
 __all__ = [
+    "KHAT_INFINITE_MEAN",
     "KHAT_THRESHOLD",
     "arviz_array_stats",
     "chain_agreement",
@@ -22,6 +23,10 @@ __all__ = [
 
 KHAT_THRESHOLD = 0.7
 """Above this Pareto k̂ the weights' variance is effectively infinite at this N (PSIS)."""
+
+KHAT_INFINITE_MEAN = 1.0
+"""At or above this Pareto k̂ the weights' mean itself is infinite: an importance density
+with such weights misses a region of the target's mass."""
 
 MIN_WEIGHTS = 25
 """Fewest positive weights :func:`pareto_khat` fits a tail to."""

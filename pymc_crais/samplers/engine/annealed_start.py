@@ -42,6 +42,7 @@ import numpy as np
 
 from ...core.paths import make_path
 from ...core.refit import student_t_from_draws
+from ...tail_stats import KHAT_INFINITE_MEAN
 from .anneal_chain import run_anneal_chains
 from .init_auto import DF, SCALE, WIDE_DF, WIDEN, defensive_start, start_khat
 from .options import is_auto
@@ -192,7 +193,7 @@ prior; ``benchmarks/out/coverage_s6_hier_centered_mixture_nostagegate.jsonl`` an
 ``coverage_s6_hier_centered_prior.jsonl``, the former measured with 1,000 draws for k̂)
 and saves little, since a run from a fitted start needs 2–8 stages itself. The applied
 tier's hierarchical models take 9–18."""
-SMC_START_KHAT = 1.0
+SMC_START_KHAT = KHAT_INFINITE_MEAN
 """``sample_smc``'s annealed start is kept when its weights' Pareto k̂ is below this: their
 mean is finite (k̂ < 1), so the start covers the posterior's mass, if with a heavy tail
 that the run's stages then temper. In 60 and more dimensions a Student-t fitted to draws

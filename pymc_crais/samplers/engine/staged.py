@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...tail_stats import KHAT_THRESHOLD
 from .reproducible import default_mode_is_numba
 
 __all__ = [
@@ -98,7 +99,7 @@ PILOT_CALLS = 400
 start's pilot, which is kept only after 8 stages): the pilots measured made 550-1,050 calls
 a chain (``hier_centered``, ``applied_hier60_centred``)."""
 
-START_KHAT = 0.7
+START_KHAT = KHAT_THRESHOLD
 """A start whose importance weights have a larger Pareto k̂ makes the chains temper (the
 bound beyond which importance sampling is unreliable)."""
 
