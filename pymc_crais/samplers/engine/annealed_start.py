@@ -56,8 +56,10 @@ __all__ = [
     "ANNEALED_START_KHAT",
     "DEFENSIVE_WEIGHT",
     "PILOT_CHAINS",
+    "SMC_FIT_SHRINK",
     "SMC_MIN_PILOT_STAGES",
     "SMC_PILOT_FRACTION",
+    "SMC_PILOT_MAX_TRANSITIONS",
     "SMC_START_DRAWS",
     "SMC_START_KHAT",
     "anneal_if_far",
@@ -123,13 +125,15 @@ def anneal_if_far(setup, start: StartPoint, target_mcse: float):
     return setup, start, attrs
 
 
-def smc_pilot(setup, particles: int | None = None):
+def smc_pilot(setup, particles: int | None = None, max_transitions: int | None = None):
     """Run :data:`PILOT_CHAINS` SMC chains with ``sample_smc``'s defaults from ``setup``'s
-    start, ``particles`` each (default: the run's ``draws``), their generators children of
+    start, ``particles`` each (default: the run's ``draws``), at most ``max_transitions``
+    transitions a stage (default: ``sample_smc``'s), their generators children of
     the run-level one. Returns ``(draws or None, attrs)``: the chains' final particles,
     pooled, or ``None`` when they cannot describe the posterior (a chain failed, has no
     finite ``log Ẑ`` or stopped at its stage cap, so it ends at a tempered target)."""
-    settings = SMCSettings.from_kwargs({})  # sample_smc's defaults
+    cap = {} if max_transitions is None else {"max_mcmc_steps": int(max_transitions)}
+    settings = SMCSettings.from_kwargs(cap)  # sample_smc's defaults otherwise
     schedule = settings.schedule.build(
         None, None, settings.threshold, settings.max_step, settings.min_step
     )
@@ -183,6 +187,19 @@ def annealed_start(setup):
 
 SMC_PILOT_FRACTION = 0.25
 """``sample_smc``'s annealed start: particles per pilot chain as a fraction of ``draws``."""
+SMC_PILOT_MAX_TRANSITIONS = 10
+"""Transitions a stage at most in ``sample_smc``'s pilot chains (``sample_smc``'s own cap is
+20). The pilot only has to bring its particles near enough the posterior for a Student-t
+fitted to them to cover it; from the prior of a funnel its first stages spent the whole
+cap without decorrelating. On ``applied_hier60_centred`` (seeds 31–38, with
+:data:`SMC_FIT_SHRINK`) the pilot's evaluations fell 1.07–1.37 M → 0.63–0.76 M, the start's
+k̂ was 0.50–0.96 (0.60–1.12 with the old cap and fit), and no seed fell back to the prior
+(2 of 8 did before, at 53–56 s instead of 10–12 s): ``benchmarks/pilot_fit.py``."""
+SMC_FIT_SHRINK = True
+"""Whether ``sample_smc``'s annealed start fits its Student-t with the correlations shrunk
+(:func:`~pymc_crais.core.refit.shrunk_covariance`): 1,000 pilot draws in 62 dimensions give
+correlations noisy enough that the fitted start's weights had k̂ above 1 at some seeds; the
+Ledoit–Wolf intensity there is about 0.2."""
 SMC_MIN_PILOT_STAGES = 8
 """``sample_smc``'s annealed start is used only when the pilot chains took at least this
 many stages from the prior. A short path means the data move the posterior little from
@@ -255,7 +272,7 @@ def smc_annealed_start(setup):
     """
     if not smc_needs_annealed_start(setup):
         return setup, {}
-    draws, attrs = smc_pilot(setup, smc_pilot_particles(setup.draws))
+    draws, attrs = smc_pilot(setup, smc_pilot_particles(setup.draws), SMC_PILOT_MAX_TRANSITIONS)
     if attrs.get("init_annealed_stages", 0) < SMC_MIN_PILOT_STAGES:
         draws = None  # a short path from the prior: it stays (see SMC_MIN_PILOT_STAGES)
     start, spent = _smc_fit(setup, draws, attrs)
@@ -281,7 +298,7 @@ def _smc_fit(setup, draws, attrs):
     md = setup.model_density
     before = md.n_evals
     for key, scale, df in (("", SCALE, DF), ("_wide", SCALE * WIDEN, WIDE_DF)):
-        proposal = student_t_from_draws(draws, scale=scale, df=df)
+        proposal = student_t_from_draws(draws, scale=scale, df=df, shrink=SMC_FIT_SHRINK)
         if proposal is None:
             break
         start = defensive_start(md, proposal, setup.draw, DEFENSIVE_WEIGHT)

@@ -1,0 +1,105 @@
+"""``sample_smc``'s annealed start (``samplers/engine/annealed_start.py``): the pilot's cap on
+transitions a stage and the shrunk fit, against the rule before them.
+
+    python benchmarks/pilot_fit.py --cases applied_hier60_centred \
+        [--seeds 31,32] [--chains 4] [--variants new,old] [--json PATH]
+
+Each run is a fresh process calling ``pmc.sample_smc(model=..., random_seed=seed,
+chains=chains, cores=1, progressbar=False)`` (``cores=1`` as ``benchmarks/validate.py``).
+Variants: ``new`` the rule as it is; ``old`` the pilot with ``sample_smc``'s own cap (20
+transitions a stage, ``SMC_PILOT_MAX_TRANSITIONS = None``) and the sample covariance
+(``SMC_FIT_SHRINK = False``); ``cap`` only the cap; ``shrink`` only the shrunk fit.
+Variants alternate within each (case, seed). Prints one line per run: wall seconds, log Z
+error against the case's reference ± MCSE, all model evaluations (set-up, pilot, chains,
+refit), the pilot's, the fitted start's Pareto k̂ and the start chosen; then per variant the
+median wall time and evaluations, and how many runs fell back to the prior.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+VARIANTS = {"new": (True, True), "old": (False, False), "cap": (True, False), "shrink": (False, True)}
+
+CHILD = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+import pymc_crais as pmc
+from pymc_crais.samplers.engine import annealed_start as A
+from pymc_crais.validation import get_case
+case, seed, chains, cap, shrink = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+if cap == "0":
+    A.SMC_PILOT_MAX_TRANSITIONS = None
+A.SMC_FIT_SHRINK = shrink == "1"
+inst = get_case(case).build()
+t = time.perf_counter()
+idata = pmc.sample_smc(model=inst.model, random_seed=seed, chains=chains, cores=1, progressbar=False)
+wall = time.perf_counter() - t
+ss = idata.sample_stats
+at = ss.attrs
+lz, mcse = pmc.log_marginal_likelihood(idata)[:2]
+run_level = sum(int(at.get(k, 0)) for k in ("n_logp_evals_laplace", "n_logp_evals_pilot", "n_logp_evals_refit"))
+print(json.dumps(dict(wall=wall, error=float(lz) - inst.log_z, mcse=float(mcse),
+    evals=int(np.asarray(ss["n_logp_evals"]).sum()) + run_level,
+    pilot=int(at.get("n_logp_evals_annealed_start", 0)),
+    khat=float(at.get("init_annealed_pareto_k", np.nan)), choice=str(at.get("init_choice")))))
+"""
+
+
+def run_one(case: str, seed: int, chains: int, variant: str) -> dict:
+    cap, shrink = VARIANTS[variant]
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, case, str(seed), str(chains), str(int(cap)), str(int(shrink))],
+        capture_output=True, text=True, cwd=REPO, check=False,
+    )  # fmt: skip
+    if out.returncode != 0:
+        return {"case": case, "seed": seed, "variant": variant, "failed": out.stderr[-500:]}
+    return {"case": case, "seed": seed, "variant": variant, **json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--seeds", default="31,32")
+    ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--variants", default="new,old")
+    ap.add_argument("--json", default=None, help="append each run's record (one JSON line) here")
+    args = ap.parse_args(argv)
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        ap.error(f"--variants: unknown {unknown}; choose from {sorted(VARIANTS)}")
+    rows = []
+    for case in args.cases.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for variant in variants:
+                r = run_one(case, seed, args.chains, variant)
+                rows.append(r)
+                if args.json:
+                    with open(args.json, "a") as fh:
+                        fh.write(json.dumps(r) + "\n")
+                if "failed" in r:
+                    print(f"{case} seed {seed} {variant}: FAILED {r['failed']}", flush=True)
+                    continue
+                print(f"{case} seed {seed} {variant:6s} wall {r['wall']:6.1f} s  error {r['error']:+.3f} "
+                      f"± {r['mcse']:.3f}  evals {r['evals'] / 1e6:5.2f} M  pilot {r['pilot'] / 1e6:4.2f} M  "
+                      f"k̂ {r['khat']:.2f}  start {r['choice']}", flush=True)  # fmt: skip
+    for case in args.cases.split(","):
+        for variant in variants:
+            ok = [r for r in rows if r["case"] == case and r["variant"] == variant and "failed" not in r]
+            if ok:
+                print(f"{case} {variant:6s} median wall {np.median([r['wall'] for r in ok]):.1f} s, "
+                      f"median evals {np.median([r['evals'] for r in ok]) / 1e6:.2f} M, "
+                      f"fell back to the prior {sum(r['choice'] == 'prior' for r in ok)} of {len(ok)}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
