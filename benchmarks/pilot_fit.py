@@ -1,14 +1,15 @@
-"""``sample_smc``'s annealed start (``samplers/engine/annealed_start.py``): the pilot's cap on
-transitions a stage and the shrunk fit, against the rule before them.
+"""The annealed starts (``samplers/engine/annealed_start.py``): the pilot's size, its cap on
+transitions a stage and the shrunk fit, against the rules before them.
 
-    python benchmarks/pilot_fit.py --cases applied_hier60_centred \
+    python benchmarks/pilot_fit.py --cases applied_hier60_centred [--sampler smc|crais] \
         [--seeds 31,32] [--chains 4] [--variants new,old] [--json PATH]
 
-Each run is a fresh process calling ``pmc.sample_smc(model=..., random_seed=seed,
-chains=chains, cores=1, progressbar=False)`` (``cores=1`` as ``benchmarks/validate.py``).
-Variants: ``new`` the rule as it is; ``old`` the pilot with ``sample_smc``'s own cap (20
-transitions a stage, ``SMC_PILOT_MAX_TRANSITIONS = None``) and the sample covariance
-(``SMC_FIT_SHRINK = False``); ``cap`` only the cap; ``shrink`` only the shrunk fit.
+Each run is a fresh process calling ``pmc.sample_smc`` (or ``pmc.sample_crais``) with
+``model=..., random_seed=seed, chains=chains, cores=1, progressbar=False`` (``cores=1`` as
+``benchmarks/validate.py``). A variant sets module constants of ``annealed_start`` (see
+``VARIANTS``): ``new`` the rules as they are; ``old`` as before this benchmark (``sample_smc``'s
+pilot with ``sample_smc``'s own cap of 20 transitions a stage and the sample covariance;
+CR-AIS's pilot with the run's ``draws`` particles a chain too); the others mix them.
 Variants alternate within each (case, seed). Prints one line per run: wall seconds, log Z
 error against the case's reference ± MCSE, all model evaluations (set-up, pilot, chains,
 refit), the pilot's, the fitted start's Pareto k̂ and the start chosen; then per variant the
@@ -26,7 +27,22 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-VARIANTS = {"new": (True, True), "old": (False, False), "cap": (True, False), "shrink": (False, True)}
+# the module constants each variant sets, per sampler (``new``: none, the rule as it is)
+VARIANTS = {
+    "smc": {
+        "new": {},
+        "old": {"SMC_PILOT_MAX_TRANSITIONS": None, "SMC_FIT_SHRINK": False},
+        "cap": {"SMC_FIT_SHRINK": False},
+        "shrink": {"SMC_PILOT_MAX_TRANSITIONS": None},
+    },
+    "crais": {
+        "new": {},
+        "old": {"CRAIS_PILOT_FRACTION": None, "CRAIS_PILOT_MAX_TRANSITIONS": None, "CRAIS_FIT_SHRINK": False},
+        "small": {"CRAIS_PILOT_FRACTION": 0.25, "CRAIS_PILOT_MAX_TRANSITIONS": 10, "CRAIS_FIT_SHRINK": True},
+        "half": {"CRAIS_PILOT_FRACTION": 0.5, "CRAIS_PILOT_MAX_TRANSITIONS": 10, "CRAIS_FIT_SHRINK": True},
+        "capped": {"CRAIS_PILOT_FRACTION": None, "CRAIS_PILOT_MAX_TRANSITIONS": 10, "CRAIS_FIT_SHRINK": True},
+    },
+}
 
 CHILD = """
 import json, sys, time, warnings
@@ -35,13 +51,13 @@ import numpy as np
 import pymc_crais as pmc
 from pymc_crais.samplers.engine import annealed_start as A
 from pymc_crais.validation import get_case
-case, seed, chains, cap, shrink = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-if cap == "0":
-    A.SMC_PILOT_MAX_TRANSITIONS = None
-A.SMC_FIT_SHRINK = shrink == "1"
+case, seed, chains, sampler, settings = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5])
+for name, value in settings.items():
+    setattr(A, name, value)
 inst = get_case(case).build()
+sample = pmc.sample_smc if sampler == "smc" else pmc.sample_crais
 t = time.perf_counter()
-idata = pmc.sample_smc(model=inst.model, random_seed=seed, chains=chains, cores=1, progressbar=False)
+idata = sample(model=inst.model, random_seed=seed, chains=chains, cores=1, progressbar=False)
 wall = time.perf_counter() - t
 ss = idata.sample_stats
 at = ss.attrs
@@ -54,15 +70,15 @@ print(json.dumps(dict(wall=wall, error=float(lz) - inst.log_z, mcse=float(mcse),
 """
 
 
-def run_one(case: str, seed: int, chains: int, variant: str) -> dict:
-    cap, shrink = VARIANTS[variant]
+def run_one(case: str, seed: int, chains: int, sampler: str, variant: str) -> dict:
+    settings = json.dumps(VARIANTS[sampler][variant])
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, case, str(seed), str(chains), str(int(cap)), str(int(shrink))],
+        [sys.executable, "-c", CHILD, case, str(seed), str(chains), sampler, settings],
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
     if out.returncode != 0:
-        return {"case": case, "seed": seed, "variant": variant, "failed": out.stderr[-500:]}
-    return {"case": case, "seed": seed, "variant": variant, **json.loads(out.stdout.strip().splitlines()[-1])}
+        return {"case": case, "seed": seed, "sampler": sampler, "variant": variant, "failed": out.stderr[-500:]}
+    return {"case": case, "seed": seed, "sampler": sampler, "variant": variant, **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
 def main(argv=None) -> None:
@@ -70,18 +86,19 @@ def main(argv=None) -> None:
     ap.add_argument("--cases", required=True)
     ap.add_argument("--seeds", default="31,32")
     ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--sampler", default="smc", choices=sorted(VARIANTS))
     ap.add_argument("--variants", default="new,old")
     ap.add_argument("--json", default=None, help="append each run's record (one JSON line) here")
     args = ap.parse_args(argv)
     variants = args.variants.split(",")
-    unknown = sorted(set(variants) - set(VARIANTS))
+    unknown = sorted(set(variants) - set(VARIANTS[args.sampler]))
     if unknown:
-        ap.error(f"--variants: unknown {unknown}; choose from {sorted(VARIANTS)}")
+        ap.error(f"--variants: unknown {unknown}; choose from {sorted(VARIANTS[args.sampler])}")
     rows = []
     for case in args.cases.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             for variant in variants:
-                r = run_one(case, seed, args.chains, variant)
+                r = run_one(case, seed, args.chains, args.sampler, variant)
                 rows.append(r)
                 if args.json:
                     with open(args.json, "a") as fh:

@@ -67,13 +67,10 @@ def student_t_from_draws(
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[0] <= x.shape[1] or not np.all(np.isfinite(x)):
         return None
-    if shrink:
-        cov = shrunk_covariance(x)[0]
-    else:
-        cov = np.atleast_2d(np.cov(x, rowvar=False))
     try:
+        cov = shrunk_covariance(x)[0] if shrink else np.atleast_2d(np.cov(x, rowvar=False))
         return StudentTInitial(x.mean(axis=0), cov * scale**2, df=df)
-    except ValueError:  # not positive definite
+    except ValueError:  # a coordinate that did not vary; not positive definite
         return None
 
 

@@ -71,6 +71,9 @@ __all__ = [
     "smc_pilot_particles",
 ]
 
+CRAIS_PILOT_FRACTION = None
+CRAIS_PILOT_MAX_TRANSITIONS = None
+CRAIS_FIT_SHRINK = False
 ANNEALED_START_KHAT = 0.7
 """Pareto k̂ of the start's importance weights above which CR-AIS anneals to a start."""
 PILOT_CHAINS = 2
@@ -177,8 +180,9 @@ def annealed_start(setup):
     generators unchanged), and the attributes that record it; ``(setup, attrs)`` when nothing
     could be fitted (see :func:`smc_pilot`; draws without a positive-definite covariance).
     """
-    draws, attrs = smc_pilot(setup)
-    proposal = None if draws is None else student_t_from_draws(draws, scale=SCALE, df=DF)
+    particles = None if CRAIS_PILOT_FRACTION is None else smc_pilot_particles(setup.draws, CRAIS_PILOT_FRACTION)
+    draws, attrs = smc_pilot(setup, particles, CRAIS_PILOT_MAX_TRANSITIONS)
+    proposal = None if draws is None else student_t_from_draws(draws, scale=SCALE, df=DF, shrink=CRAIS_FIT_SHRINK)
     if proposal is None:
         return setup, attrs
     attrs["init_annealed"] = True
@@ -232,13 +236,14 @@ SMC_ANNEALED_REASON = (
 )
 
 
-def smc_pilot_particles(draws: int) -> int:
-    """Particles per chain of ``sample_smc``'s annealed start: :data:`SMC_PILOT_FRACTION`
-    of ``draws``, at least 100, at most ``draws``. (Above 150 dimensions the HMC kernel's
+def smc_pilot_particles(draws: int, fraction: float | None = None) -> int:
+    """Particles per chain of ``sample_smc``'s annealed start: ``fraction`` (default
+    :data:`SMC_PILOT_FRACTION`) of ``draws``, at least 100, at most ``draws``. (Above 150 dimensions the HMC kernel's
     metric is then diagonal; with ``4·d`` particles, enough for the dense one, the start
     kept the prior all the same where it was tried — the local level, the 302-d regression
     at seed 6 — and the 302-d regression's pilot took 70 s instead of 11.)"""
-    return int(min(draws, max(math.ceil(draws * SMC_PILOT_FRACTION), 100)))
+    fraction = SMC_PILOT_FRACTION if fraction is None else fraction
+    return int(min(draws, max(math.ceil(draws * fraction), 100)))
 
 
 def smc_needs_annealed_start(setup) -> bool:
