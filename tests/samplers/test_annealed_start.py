@@ -9,7 +9,14 @@ import pytest
 
 import pymc_crais as pmc
 from pymc_crais.diagnostic_checks import find_problems, laplace_start
-from pymc_crais.samplers.engine.annealed_start import ANNEALED_START_KHAT, needs_annealed_start
+from pymc_crais.samplers.engine import annealed_start as annealed_start_module
+from pymc_crais.samplers.engine.annealed_start import (
+    ANNEALED_START_KHAT,
+    CRAIS_PILOT_FRACTION,
+    CRAIS_PILOT_MAX_TRANSITIONS,
+    needs_annealed_start,
+    smc_pilot_particles,
+)
 from pymc_crais.validation.cases import get_case
 
 
@@ -41,13 +48,23 @@ def hierarchical():
     return get_case("hier_noncentered").build()
 
 
-def test_far_start_anneals_to_a_close_one_and_is_right(hierarchical):
+def test_far_start_anneals_to_a_close_one_and_is_right(hierarchical, monkeypatch):
     """A hierarchical model whose Laplace start's weights have a heavy tail (k̂ 1.7 at
-    seed 45 of the suite): from the annealed start CR-AIS's run is short and right."""
+    seed 45 of the suite): from the annealed start CR-AIS's run is short and right. Its
+    pilot chains have half the particles and at most 10 transitions a stage."""
     case = hierarchical
     kw = {"model": case.model, "draws": 1000, "chains": 2, "progressbar": False}
+    caps, run = [], annealed_start_module.run_anneal_chains
+
+    def recorded(setup, path, schedule, label, options):
+        caps.append((setup.draws, options.moves.n_transitions))
+        return run(setup, path, schedule, label, options)
+
+    monkeypatch.setattr(annealed_start_module, "run_anneal_chains", recorded)
     idata = pmc.sample_crais(random_seed=11, cores=1, **kw)
+    assert caps == [(smc_pilot_particles(1000, CRAIS_PILOT_FRACTION), CRAIS_PILOT_MAX_TRANSITIONS)]
     a = idata.sample_stats.attrs
+    assert a["init_annealed_particles"] == 500
     assert a["init_choice"] == "annealed" and a["init_annealed"]
     assert not a["init_first_pareto_k"] <= ANNEALED_START_KHAT
     assert a["init_annealed_chains"] == 2 and a["init_annealed_stages"] > 1

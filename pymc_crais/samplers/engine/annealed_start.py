@@ -12,9 +12,10 @@ So when the start's own weights (:func:`~pymc_crais.samplers.engine.start_point.
 have k̂ above :data:`ANNEALED_START_KHAT`, ``init="auto"`` chose the start and the run's
 length is automatic (``n_steps="auto"``, the default), CR-AIS first
 runs :data:`PILOT_CHAINS` chains (one with ``chains=1``) of ``sample_smc``'s defaults (the ESS rule, resampling,
-adaptive move counts) with CR-AIS's kernel and particles, from that start, and fits a
+adaptive move counts) with CR-AIS's kernel, :data:`CRAIS_PILOT_FRACTION` of its particles and
+at most :data:`CRAIS_PILOT_MAX_TRANSITIONS` transitions a stage, from that start, and fits a
 Student-t to their final particles (:func:`~pymc_crais.core.refit.student_t_from_draws`, the
-posterior refit check's fit). CR-AIS then plans and runs from that Student-t as from any
+posterior refit check's fit, with shrunk correlations). CR-AIS then plans and runs from that Student-t as from any
 start: its ``log Ẑ`` is its own run's, from fresh generators; the SMC run only chose ``q0``
 (a normalized density), as the Laplace fit does otherwise, and its estimate is not used.
 The new start is measured as the first was and kept only if its weights' k̂ is lower (the
@@ -54,6 +55,9 @@ from .start_point import StartPoint, start_length_point
 
 __all__ = [
     "ANNEALED_START_KHAT",
+    "CRAIS_FIT_SHRINK",
+    "CRAIS_PILOT_FRACTION",
+    "CRAIS_PILOT_MAX_TRANSITIONS",
     "DEFENSIVE_WEIGHT",
     "PILOT_CHAINS",
     "SMC_FIT_SHRINK",
@@ -71,14 +75,28 @@ __all__ = [
     "smc_pilot_particles",
 ]
 
-CRAIS_PILOT_FRACTION = None
-CRAIS_PILOT_MAX_TRANSITIONS = None
-CRAIS_FIT_SHRINK = False
+CRAIS_PILOT_FRACTION = 0.5
+"""CR-AIS's pilot chains: particles a chain as a fraction of ``draws`` (``None``: ``draws``,
+as before the ninth session of 2026-11-27)."""
+CRAIS_PILOT_MAX_TRANSITIONS = 10
+"""CR-AIS's pilot chains: transitions a stage at most (``None``: ``sample_smc``'s 20).
+With half the particles, this cap and the shrunk fit (:data:`CRAIS_FIT_SHRINK`) the pilot
+cost 0.35–1.79 M evaluations instead of 0.52–7.54 M on ``applied_hier60_centred``,
+``applied_multilevel_logistic``, ``applied_random_slopes`` and ``sonar_sd5`` (seeds 41–43,
+``benchmarks/pilot_fit.py --sampler crais``, ``benchmarks/out/pilot_fit-crais-s9.jsonl``);
+whole runs took 10–17 s instead of 23–34 s on the first three and 46–49 s instead of
+63–66 s on Sonar, every one within 2 MCSE of the reference. The start is less precise:
+on ``applied_hier60_centred`` the final MCSE was 0.048, 0.020 and 0.051 (0.037, 0.016,
+0.028 before)."""
+CRAIS_FIT_SHRINK = True
+"""Whether CR-AIS's annealed start fits its Student-t with shrunk correlations
+(:func:`~pymc_crais.core.refit.shrunk_covariance`, as :data:`SMC_FIT_SHRINK`)."""
 ANNEALED_START_KHAT = 0.7
 """Pareto k̂ of the start's importance weights above which CR-AIS anneals to a start."""
 PILOT_CHAINS = 2
-"""SMC chains of the annealed start (CR-AIS's with the run's ``draws`` particles each,
-``sample_smc``'s with :func:`smc_pilot_particles`)."""
+"""SMC chains of the annealed start (CR-AIS's and ``sample_smc``'s with
+:func:`smc_pilot_particles` particles each, of :data:`CRAIS_PILOT_FRACTION` and
+:data:`SMC_PILOT_FRACTION` of ``draws``)."""
 ANNEALED_REASON = (
     f"the start's importance weights had Pareto k-hat above {ANNEALED_START_KHAT}: a "
     "Student-t fitted to the final particles of SMC chains run from it (annealed_start)"
