@@ -42,7 +42,7 @@ VARIANTS = {
         "old": {"CRAIS_PILOT_FRACTION": None, "CRAIS_PILOT_MAX_TRANSITIONS": None, "CRAIS_FIT_SHRINK": False},
         "small": {"CRAIS_PILOT_FRACTION": 0.25},
         "half": {"CRAIS_PILOT_FRACTION": 0.5, "CRAIS_PILOT_MAX_TRANSITIONS": 10, "CRAIS_FIT_SHRINK": True},
-        "capped": {"CRAIS_PILOT_FRACTION": None},
+        "capped": {"CRAIS_PILOT_FRACTION": None, "CRAIS_PILOT_MAX_TRANSITIONS": 10, "CRAIS_FIT_SHRINK": True},
     },
 }
 
@@ -64,7 +64,7 @@ wall = time.perf_counter() - t
 ss = idata.sample_stats
 at = ss.attrs
 lz, mcse = pmc.log_marginal_likelihood(idata)[:2]
-run_level = sum(int(at.get(k, 0)) for k in ("n_logp_evals_laplace", "n_logp_evals_pilot", "n_logp_evals_refit"))
+run_level = sum(int(at.get(k, 0)) for k in ("n_logp_evals_laplace", "n_logp_evals_pilot", "n_logp_evals_tune", "n_logp_evals_refit"))
 print(json.dumps(dict(wall=wall, error=float(lz) - inst.log_z, mcse=float(mcse),
     evals=int(np.asarray(ss["n_logp_evals"]).sum()) + run_level,
     pilot=int(at.get("n_logp_evals_annealed_start", 0)),

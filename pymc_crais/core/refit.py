@@ -48,7 +48,8 @@ def student_t_from_draws(
 ) -> StudentTInitial | None:
     """A Student-t at the mean and covariance of the draws ``x`` (rows), its covariance
     times ``scale²``; ``None`` when the draws give no finite positive-definite covariance
-    (fewer rows than ``d + 1``, a coordinate that did not vary, non-finite draws).
+    (fewer rows than ``d + 1``, or than 3 with ``shrink``; a coordinate that did not vary;
+    non-finite draws).
 
     Parameters
     ----------
@@ -65,7 +66,9 @@ def student_t_from_draws(
         the importance weights' tail shows.
     """
     x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2 or x.shape[0] <= x.shape[1] or not np.all(np.isfinite(x)):
+    if x.ndim != 2 or not np.all(np.isfinite(x)):
+        return None
+    if x.shape[0] <= (2 if shrink else x.shape[1]):  # shrunk: positive definite from 3 rows
         return None
     try:
         cov = shrunk_covariance(x)[0] if shrink else np.atleast_2d(np.cov(x, rowvar=False))
@@ -79,23 +82,34 @@ def shrunk_covariance(x: np.ndarray) -> tuple[np.ndarray, float]:
     ``(cov, intensity)``.
 
     The draws are standardized by their standard deviations; their correlation matrix ``R``
-    is replaced by ``s I + (1 − s) R`` with the Ledoit–Wolf intensity
-    ``s = min(1, b² / ‖R − I‖²_F)``, ``b² = (mean_k ‖z_k‖⁴ − ‖R‖²_F) / n`` (``z_k`` the
-    standardized rows), an estimate of the sampling noise of ``R``'s entries relative to their
-    spread; the variances are kept (unbiased, ``n − 1``). ``intensity`` is ``s`` (0 when
-    ``R`` is the identity). The result is positive definite whenever every coordinate varies,
-    even with fewer rows than dimensions.
+    is replaced by ``s I + (1 − s) R`` with the Ledoit–Wolf intensity for this target
+    (Schäfer and Strimmer's "target D"): ``s = min(1, b² / Σ_{i≠j} R_ij²)``, where
+    ``b² = (mean_k Σ_{i≠j} z_ki² z_kj² − Σ_{i≠j} R_ij²) / n`` (``z_k`` the standardized rows)
+    estimates the sampling variance of the off-diagonal entries, the only ones the target
+    changes. The variances are kept (unbiased, ``n − 1``). ``intensity`` is ``s`` (1 when
+    ``R`` has no off-diagonal entry away from 0, as with ``d = 1``). The result is positive
+    definite when ``s > 0``, even with fewer rows than dimensions.
+
+    Raises
+    ------
+    ValueError
+        With fewer than 3 rows, a non-finite value, or a coordinate that does not vary
+        (standard deviation at most ``1e-12`` of its largest absolute value).
     """
     x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 3 or not np.all(np.isfinite(x)):
+        raise ValueError("shrunk_covariance needs a 2-d array of at least 3 finite rows")
     n, d = x.shape
     sd = x.std(axis=0)
-    if n < 2 or not np.all(sd > 0):
-        raise ValueError("shrunk_covariance needs at least 2 rows and every coordinate varying")
+    if not np.all(sd > 1e-12 * np.max(np.abs(x), axis=0)):
+        raise ValueError("shrunk_covariance needs every coordinate varying")
     z = (x - x.mean(axis=0)) / sd
     r = z.T @ z / n
-    spread = float(np.sum((r - np.eye(d)) ** 2))
-    noise = max(float(np.mean(np.sum(z * z, axis=1) ** 2)) - float(np.sum(r * r)), 0.0) / n
-    s = 1.0 if spread <= 0.0 else min(1.0, noise / spread)
+    off = float(np.sum(r * r) - np.sum(np.diag(r) ** 2))  # Σ_{i≠j} R_ij²
+    z2 = z * z
+    cross = float(np.mean(np.sum(z2, axis=1) ** 2 - np.sum(z2 * z2, axis=1)))
+    noise = max(cross - off, 0.0) / n
+    s = 1.0 if off <= 0.0 else min(1.0, noise / off)
     shrunk = (1.0 - s) * r
     shrunk[np.diag_indices(d)] = 1.0
     return shrunk * np.outer(sd, sd) * (n / (n - 1)), s

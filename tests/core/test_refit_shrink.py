@@ -46,18 +46,43 @@ def test_with_few_draws_per_dimension_the_shrunk_correlations_are_closer_to_the_
         assert np.linalg.norm(_corr(cov) - true) < sample
 
 
+def test_the_intensity_is_the_off_diagonal_noise_over_the_off_diagonal_spread():
+    """Against the definition, computed entry by entry: the sampling variance of the
+    off-diagonal correlations (the only entries the target changes) over their spread."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_t(3, size=(400, 4)) @ (np.eye(4) + 0.4 * rng.standard_normal((4, 4))).T
+    _, s = shrunk_covariance(x)
+    n, off = x.shape[0], ~np.eye(4, dtype=bool)
+    z = (x - x.mean(axis=0)) / x.std(axis=0)
+    r = z.T @ z / n
+    noise = sum(((np.outer(row, row) - r) ** 2)[off].sum() for row in z) / n**2
+    assert s == pytest.approx(min(1.0, noise / (r[off] ** 2).sum()), rel=1e-10)
+    assert 0.0 < s < 0.5
+
+
 def test_fewer_draws_than_dimensions_still_give_a_positive_definite_matrix():
     x = np.random.default_rng(3).standard_normal((20, 50))
-    cov, _ = shrunk_covariance(x)
-    assert np.linalg.eigvalsh(cov).min() > 0
+    cov, s = shrunk_covariance(x)
+    assert s > 0 and np.linalg.eigvalsh(cov).min() > 0
+    assert student_t_from_draws(x, shrink=True) is not None  # the sample covariance: singular
+    assert student_t_from_draws(x) is None
 
 
-def test_a_constant_coordinate_is_refused():
+@pytest.mark.parametrize("constant", [2.0, 0.1])  # 0.1's mean is not exact: sd ~1e-17
+def test_a_constant_coordinate_is_refused(constant):
     x = np.random.default_rng(4).standard_normal((100, 3))
-    x[:, 1] = 2.0
+    x[:, 1] = constant
     with pytest.raises(ValueError, match="every coordinate varying"):
         shrunk_covariance(x)
     assert student_t_from_draws(x, shrink=True) is None
+
+
+def test_too_few_or_non_finite_draws_are_refused():
+    x = np.random.default_rng(7).standard_normal((10, 3))
+    for bad in (x[:2], np.where(np.arange(30).reshape(10, 3) == 4, np.nan, x)):
+        with pytest.raises(ValueError, match="at least 3 finite rows"):
+            shrunk_covariance(bad)
+        assert student_t_from_draws(bad, shrink=True) is None
 
 
 def test_the_student_t_uses_the_shrunk_covariance():

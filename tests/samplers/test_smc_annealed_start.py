@@ -100,6 +100,7 @@ def test_a_long_path_from_the_prior_starts_from_the_mixture_and_is_right(slopes,
     assert a["init_annealed_stages"] >= SMC_MIN_PILOT_STAGES
     assert a["init_annealed_pareto_k"] < SMC_START_KHAT
     assert a["init_annealed_particles"] == smc_pilot_particles(600)
+    assert 0.0 < a["init_annealed_shrinkage"] < 1.0  # 300 draws in 42 dimensions
     # the pilot's chains and its k-hat draws, counted once, and all of the pilot's count
     assert a["n_logp_evals_annealed_start"] > SMC_START_DRAWS + 2 * a["init_annealed_particles"]
     assert a["n_logp_evals_pilot"] == a["n_logp_evals_annealed_start"]

@@ -12,10 +12,9 @@ So when the start's own weights (:func:`~pymc_crais.samplers.engine.start_point.
 have k̂ above :data:`ANNEALED_START_KHAT`, ``init="auto"`` chose the start and the run's
 length is automatic (``n_steps="auto"``, the default), CR-AIS first
 runs :data:`PILOT_CHAINS` chains (one with ``chains=1``) of ``sample_smc``'s defaults (the ESS rule, resampling,
-adaptive move counts) with CR-AIS's kernel, :data:`CRAIS_PILOT_FRACTION` of its particles and
-at most :data:`CRAIS_PILOT_MAX_TRANSITIONS` transitions a stage, from that start, and fits a
+adaptive move counts) with CR-AIS's kernel and particles, from that start, and fits a
 Student-t to their final particles (:func:`~pymc_crais.core.refit.student_t_from_draws`, the
-posterior refit check's fit, with shrunk correlations). CR-AIS then plans and runs from that Student-t as from any
+posterior refit check's fit). CR-AIS then plans and runs from that Student-t as from any
 start: its ``log Ẑ`` is its own run's, from fresh generators; the SMC run only chose ``q0``
 (a normalized density), as the Laplace fit does otherwise, and its estimate is not used.
 The new start is measured as the first was and kept only if its weights' k̂ is lower (the
@@ -42,7 +41,7 @@ import math
 import numpy as np
 
 from ...core.paths import make_path
-from ...core.refit import student_t_from_draws
+from ...core.refit import shrunk_covariance, student_t_from_draws
 from ...tail_stats import KHAT_INFINITE_MEAN
 from .anneal_chain import run_anneal_chains
 from .init_auto import DF, SCALE, WIDE_DF, WIDEN, defensive_start, start_khat
@@ -75,28 +74,31 @@ __all__ = [
     "smc_pilot_particles",
 ]
 
-CRAIS_PILOT_FRACTION = 0.5
-"""CR-AIS's pilot chains: particles a chain as a fraction of ``draws`` (``None``: ``draws``,
-as before the ninth session of 2026-11-27)."""
-CRAIS_PILOT_MAX_TRANSITIONS = 10
+CRAIS_PILOT_FRACTION = None
+"""CR-AIS's pilot chains: particles a chain as a fraction of ``draws`` (``None``: ``draws``).
+Smaller pilots were measured and not adopted (see :data:`CRAIS_PILOT_MAX_TRANSITIONS`)."""
+CRAIS_PILOT_MAX_TRANSITIONS = None
 """CR-AIS's pilot chains: transitions a stage at most (``None``: ``sample_smc``'s 20).
-With half the particles, this cap and the shrunk fit (:data:`CRAIS_FIT_SHRINK`) the pilot
-cost 0.35–1.79 M evaluations instead of 0.52–7.54 M on ``applied_hier60_centred``,
-``applied_multilevel_logistic``, ``applied_random_slopes`` and ``sonar_sd5`` (seeds 41–43,
-``benchmarks/pilot_fit.py --sampler crais``, ``benchmarks/out/pilot_fit-crais-s9.jsonl``);
-whole runs took 10–17 s instead of 23–34 s on the first three and 46–49 s instead of
-63–66 s on Sonar, every one within 2 MCSE of the reference. The start is less precise:
-on ``applied_hier60_centred`` the final MCSE was 0.048, 0.020 and 0.051 (0.037, 0.016,
-0.028 before)."""
-CRAIS_FIT_SHRINK = True
+
+Not changed, after ``benchmarks/pilot_fit.py --sampler crais`` (seeds 41–43,
+``benchmarks/out/pilot_fit-crais-s9.jsonl``). With half the particles, 10 transitions and
+the shrunk fit, whole runs took 14–16 s instead of 27–31 s on
+``applied_multilevel_logistic`` and 10–11 s instead of 22–28 s on ``applied_random_slopes``,
+as precise; but ``applied_hier60_centred``'s MCSE rose to 0.020–0.051 (0.016–0.037), and
+on ``sonar_sd5`` the start's k̂ rose to 1.31–1.61 (0.70–1.08) and the MCSE to 0.022–0.027
+(0.009–0.012): per unit of error (MCSE² × wall time) a loss on both. With all the particles,
+the cap and the shrunk fit, ``sonar_sd5`` still lost precision (0.015–0.019), so the shrunk
+fit, not the cap, costs it there: the Student-t needs the posterior's real correlations,
+and CR-AIS's final run, unlike ``sample_smc``'s, does not temper a misfit away."""
+CRAIS_FIT_SHRINK = False
 """Whether CR-AIS's annealed start fits its Student-t with shrunk correlations
-(:func:`~pymc_crais.core.refit.shrunk_covariance`, as :data:`SMC_FIT_SHRINK`)."""
+(:func:`~pymc_crais.core.refit.shrunk_covariance`, as :data:`SMC_FIT_SHRINK`); off, see
+:data:`CRAIS_PILOT_MAX_TRANSITIONS`."""
 ANNEALED_START_KHAT = 0.7
 """Pareto k̂ of the start's importance weights above which CR-AIS anneals to a start."""
 PILOT_CHAINS = 2
-"""SMC chains of the annealed start (CR-AIS's and ``sample_smc``'s with
-:func:`smc_pilot_particles` particles each, of :data:`CRAIS_PILOT_FRACTION` and
-:data:`SMC_PILOT_FRACTION` of ``draws``)."""
+"""SMC chains of the annealed start (CR-AIS's with the run's ``draws`` particles each,
+``sample_smc``'s with :func:`smc_pilot_particles`)."""
 ANNEALED_REASON = (
     f"the start's importance weights had Pareto k-hat above {ANNEALED_START_KHAT}: a "
     "Student-t fitted to the final particles of SMC chains run from it (annealed_start)"
@@ -201,6 +203,8 @@ def annealed_start(setup):
     particles = None if CRAIS_PILOT_FRACTION is None else smc_pilot_particles(setup.draws, CRAIS_PILOT_FRACTION)
     draws, attrs = smc_pilot(setup, particles, CRAIS_PILOT_MAX_TRANSITIONS)
     proposal = None if draws is None else student_t_from_draws(draws, scale=SCALE, df=DF, shrink=CRAIS_FIT_SHRINK)
+    if proposal is not None and CRAIS_FIT_SHRINK:
+        attrs["init_annealed_shrinkage"] = _shrinkage(draws)
     if proposal is None:
         return setup, attrs
     attrs["init_annealed"] = True
@@ -320,6 +324,8 @@ def _smc_fit(setup, draws, attrs):
     rng = setup.aux_rng.spawn(1)[0]
     md = setup.model_density
     before = md.n_evals
+    if SMC_FIT_SHRINK:
+        attrs["init_annealed_shrinkage"] = _shrinkage(draws)
     for key, scale, df in (("", SCALE, DF), ("_wide", SCALE * WIDEN, WIDE_DF)):
         proposal = student_t_from_draws(draws, scale=scale, df=df, shrink=SMC_FIT_SHRINK)
         if proposal is None:
@@ -330,3 +336,11 @@ def _smc_fit(setup, draws, attrs):
         if k < SMC_START_KHAT:
             return start, int(md.n_evals - before)
     return None, int(md.n_evals - before)
+
+
+def _shrinkage(draws) -> float:
+    """The Ledoit–Wolf intensity of the fit to ``draws`` (NaN where it cannot be computed)."""
+    try:
+        return float(shrunk_covariance(draws)[1])
+    except ValueError:
+        return float("nan")
