@@ -114,8 +114,9 @@ def sample_smc(
         docs/algorithms.md, "Persistent sampling"); ``init``
         (default ``"auto"``, see :func:`pymc_crais.sample_ais`; where it falls back to the
         prior because the Laplace fit failed, with the ESS schedule, the geometric path and
-        no persistent sampling, two SMC chains of ``draws/4`` particles run from the prior
-        first and, when they take at least 8 stages, a Student-t fitted to them mixed half
+        no persistent sampling, two SMC chains of ``draws/4`` particles (at most 10
+        transitions a stage) run from the prior first and, when they take at least 8
+        stages, a Student-t fitted to them (correlations shrunk) mixed half
         and half with the prior is the start if its weights' k̂ is below 1:
         ``init_choice == "annealed"``, docs/algorithms.md, "The annealed start"),
         ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);

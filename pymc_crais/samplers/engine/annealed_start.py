@@ -217,15 +217,18 @@ SMC_PILOT_MAX_TRANSITIONS = 10
 """Transitions a stage at most in ``sample_smc``'s pilot chains (``sample_smc``'s own cap is
 20). The pilot only has to bring its particles near enough the posterior for a Student-t
 fitted to them to cover it; from the prior of a funnel its first stages spent the whole
-cap without decorrelating. On ``applied_hier60_centred`` (seeds 31–38, with
-:data:`SMC_FIT_SHRINK`) the pilot's evaluations fell 1.07–1.37 M → 0.63–0.76 M, the start's
-k̂ was 0.50–0.96 (0.60–1.12 with the old cap and fit), and no seed fell back to the prior
-(2 of 8 did before, at 53–56 s instead of 10–12 s): ``benchmarks/pilot_fit.py``."""
+cap without decorrelating. With :data:`SMC_FIT_SHRINK`, on ``applied_hier60_centred`` at
+seeds 41–46 the pilot's evaluations fell from 1.15–1.27 M to 0.63–0.74 M, the start's k̂
+was 0.54–0.74 (0.56–1.28 before), and no seed fell back to the prior (2 of 6 did before,
+at 49–50 s instead of 8–11 s): ``benchmarks/pilot_fit.py``,
+``benchmarks/out/pilot_fit-s9-final.jsonl`` and ``pilot_fit-s9.jsonl``."""
 SMC_FIT_SHRINK = True
 """Whether ``sample_smc``'s annealed start fits its Student-t with the correlations shrunk
-(:func:`~pymc_crais.core.refit.shrunk_covariance`): 1,000 pilot draws in 62 dimensions give
-correlations noisy enough that the fitted start's weights had k̂ above 1 at some seeds; the
-Ledoit–Wolf intensity there is about 0.2."""
+(:func:`~pymc_crais.core.refit.shrunk_covariance`, the intensity recorded as
+``init_annealed_shrinkage``): 1,000 pilot draws in 62 dimensions give correlations noisy
+enough that the fitted start's weights had k̂ above 1 at some seeds (with the cap alone,
+k̂ 0.56–1.11 at seeds 31–38 against 0.50–0.96 with the shrunk fit, in an exploratory run
+with the formula's first version, ``benchmarks/out/pilot_explore-s9.jsonl``)."""
 SMC_MIN_PILOT_STAGES = 8
 """``sample_smc``'s annealed start is used only when the pilot chains took at least this
 many stages from the prior. A short path means the data move the posterior little from
