@@ -10,7 +10,6 @@ import pytest
 import pymc_crais as pmc
 from pymc_crais.core.kernels.moves import MAX_MCMC_STEPS
 from pymc_crais.diagnostic_checks import find_problems, laplace_start
-from pymc_crais.samplers.engine import annealed_start as annealed_start_module
 from pymc_crais.samplers.engine.annealed_start import (
     ANNEALED_START_KHAT,
     needs_annealed_start,
@@ -46,28 +45,15 @@ def hierarchical():
     return get_case("hier_noncentered").build()
 
 
-def test_far_start_anneals_to_a_close_one_and_is_right(hierarchical, monkeypatch):
+def test_far_start_anneals_to_a_close_one_and_is_right(hierarchical, annealed_pilot_calls):
     """A hierarchical model whose Laplace start's weights have a heavy tail (k̂ 1.7 at
     seed 45 of the suite): from the annealed start CR-AIS's run is short and right. Its
     pilot chains have the run's particles and sample_smc's cap (smaller ones were measured
     and not adopted: annealed_start.CRAIS_PILOT_MAX_TRANSITIONS)."""
     case = hierarchical
     kw = {"model": case.model, "draws": 1000, "chains": 2, "progressbar": False}
-    seen, run = [], annealed_start_module.run_anneal_chains
-    fit = annealed_start_module.student_t_from_draws
-
-    def recorded(setup, path, schedule, label, options):
-        seen.append((setup.draws, options.moves.n_transitions))
-        return run(setup, path, schedule, label, options)
-
-    def recorded_fit(draws, **kwargs):
-        seen.append(kwargs["shrink"])
-        return fit(draws, **kwargs)
-
-    monkeypatch.setattr(annealed_start_module, "run_anneal_chains", recorded)
-    monkeypatch.setattr(annealed_start_module, "student_t_from_draws", recorded_fit)
     idata = pmc.sample_crais(random_seed=11, cores=1, **kw)
-    assert seen == [(1000, MAX_MCMC_STEPS), False]  # the run's particles, sample_smc's cap, no shrinkage
+    assert annealed_pilot_calls == [(1000, MAX_MCMC_STEPS), False]  # the run's particles, sample_smc's cap, no shrinkage
     a = idata.sample_stats.attrs
     assert a["init_annealed_particles"] == 1000 and "init_annealed_shrinkage" not in a
     assert a["init_choice"] == "annealed" and a["init_annealed"]

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import pymc_crais as pmc
-from pymc_crais.samplers.engine import annealed_start as annealed_start_module
 from pymc_crais.samplers.engine.annealed_start import (
     DEFENSIVE_WEIGHT,
     SMC_MIN_PILOT_STAGES,
@@ -77,23 +76,11 @@ def _first_run(a, idata):
     return log_z, mcse, int(max(idata.sample_stats.n_stages.values))
 
 
-def test_a_long_path_from_the_prior_starts_from_the_mixture_and_is_right(slopes, monkeypatch):
+def test_a_long_path_from_the_prior_starts_from_the_mixture_and_is_right(slopes, annealed_pilot_calls):
     """The pilot chains have a quarter of the particles and at most 10 transitions a stage;
     the Student-t is fitted with shrunk correlations."""
-    seen, run, fit = [], annealed_start_module.run_anneal_chains, annealed_start_module.student_t_from_draws
-
-    def recorded(setup, path, schedule, label, options):
-        seen.append((setup.draws, options.moves.n_transitions))
-        return run(setup, path, schedule, label, options)
-
-    def recorded_fit(draws, **kwargs):
-        seen.append(kwargs["shrink"])
-        return fit(draws, **kwargs)
-
-    monkeypatch.setattr(annealed_start_module, "run_anneal_chains", recorded)
-    monkeypatch.setattr(annealed_start_module, "student_t_from_draws", recorded_fit)
     idata = pmc.sample_smc(model=slopes.model, random_seed=SEED, cores=1, **KW)
-    assert seen[:2] == [(smc_pilot_particles(600), SMC_PILOT_MAX_TRANSITIONS), True]
+    assert annealed_pilot_calls[:2] == [(smc_pilot_particles(600), SMC_PILOT_MAX_TRANSITIONS), True]
     a = idata.sample_stats.attrs
     assert a["init_choice"] == "annealed" and a["init_first_choice"] == "prior"
     assert a["init_defensive_weight"] == DEFENSIVE_WEIGHT
