@@ -84,8 +84,8 @@ def shrunk_covariance(x: np.ndarray) -> tuple[np.ndarray, float]:
     The draws are standardized by their standard deviations; their correlation matrix ``R``
     is replaced by ``s I + (1 − s) R`` with the Ledoit–Wolf intensity for this target
     (Schäfer and Strimmer's "target D"): ``s = min(1, b² / Σ_{i≠j} R_ij²)``, where
-    ``b² = (mean_k Σ_{i≠j} z_ki² z_kj² − Σ_{i≠j} R_ij²) / n`` (``z_k`` the standardized rows)
-    estimates the sampling variance of the off-diagonal entries, the only ones the target
+    ``b² = (mean_k Σ_{i≠j} z_ki² z_kj² − Σ_{i≠j} R_ij²) / n`` (``z_k`` the standardized
+    rows) estimates the sampling variance of the off-diagonal entries, the only ones the target
     changes. The variances are kept (unbiased, ``n − 1``). ``intensity`` is ``s`` (1 when
     ``R`` has no off-diagonal entry away from 0, as with ``d = 1``). The result is positive
     definite when ``s > 0``, even with fewer rows than dimensions.

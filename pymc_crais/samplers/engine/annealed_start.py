@@ -200,9 +200,12 @@ def annealed_start(setup):
     generators unchanged), and the attributes that record it; ``(setup, attrs)`` when nothing
     could be fitted (see :func:`smc_pilot`; draws without a positive-definite covariance).
     """
-    particles = None if CRAIS_PILOT_FRACTION is None else smc_pilot_particles(setup.draws, CRAIS_PILOT_FRACTION)
+    fraction = CRAIS_PILOT_FRACTION
+    particles = None if fraction is None else smc_pilot_particles(setup.draws, fraction)
     draws, attrs = smc_pilot(setup, particles, CRAIS_PILOT_MAX_TRANSITIONS)
-    proposal = None if draws is None else student_t_from_draws(draws, scale=SCALE, df=DF, shrink=CRAIS_FIT_SHRINK)
+    proposal = None
+    if draws is not None:
+        proposal = student_t_from_draws(draws, scale=SCALE, df=DF, shrink=CRAIS_FIT_SHRINK)
     if proposal is not None and CRAIS_FIT_SHRINK:
         attrs["init_annealed_shrinkage"] = _shrinkage(draws)
     if proposal is None:
@@ -263,10 +266,11 @@ SMC_ANNEALED_REASON = (
 
 def smc_pilot_particles(draws: int, fraction: float | None = None) -> int:
     """Particles per chain of ``sample_smc``'s annealed start: ``fraction`` (default
-    :data:`SMC_PILOT_FRACTION`) of ``draws``, at least 100, at most ``draws``. (Above 150 dimensions the HMC kernel's
-    metric is then diagonal; with ``4·d`` particles, enough for the dense one, the start
-    kept the prior all the same where it was tried — the local level, the 302-d regression
-    at seed 6 — and the 302-d regression's pilot took 70 s instead of 11.)"""
+    :data:`SMC_PILOT_FRACTION`) of ``draws``, at least 100, at most ``draws``. (Above 150
+    dimensions the HMC kernel's metric is then diagonal; with ``4·d`` particles, enough for
+    the dense one, the start kept the prior all the same where it was tried — the local
+    level, the 302-d regression at seed 6 — and the 302-d regression's pilot took 70 s
+    instead of 11.)"""
     fraction = SMC_PILOT_FRACTION if fraction is None else fraction
     return int(min(draws, max(math.ceil(draws * fraction), 100)))
 
