@@ -11,7 +11,9 @@ replaced for this process: where ``init="auto"`` chose a Laplace start (Student-
 whose k̂ is above ``K``, the pilot chains (``draws/4`` particles, at most 10 transitions a
 stage) run from that start, the Student-t fitted to them is mixed half and half with the
 prior (drawn by ``prior_sampler``), and the mixture replaces the start if its k̂ is below 1;
-the pilot's stage gate is not applied. Record: ``benchmarks/out/laplace_annealed_start-s9.jsonl``
+the pilot's stage gate is not applied. With ``lapb=K`` both fits (shrunk and sample
+covariance) are measured and the one with the lower k̂ replaces the start if that k̂ is below
+the Laplace start's. Record: ``benchmarks/out/laplace_annealed_start-s9.jsonl``
 (2026-11-27, ninth session; summary in ``benchmarks/reports/benchmarks.md``).
 """
 
@@ -34,7 +36,7 @@ def main(case: str, seed: int, variant: str, sampler: str) -> dict:
     from pymc_crais.samplers.engine.prior import prior_sampler
     from pymc_crais.validation import get_case
 
-    bound = float(variant.split("=")[1]) if variant.startswith("lap=") else None
+    bound = float(variant.split("=")[1]) if variant.startswith(("lap=", "lapb=")) else None
     rule = a.smc_annealed_start
 
     def after_laplace(setup) -> bool:
@@ -54,8 +56,25 @@ def main(case: str, seed: int, variant: str, sampler: str) -> dict:
         draws, attrs = a.smc_pilot(setup, a.smc_pilot_particles(setup.draws), a.SMC_PILOT_MAX_TRANSITIONS)
         with_prior = copy.copy(setup)
         with_prior.draw = prior_sampler(setup.model, setup.layout, setup.compile_kwargs).draw
-        start, spent = a._smc_fit(with_prior, draws, attrs)
-        attrs["n_logp_evals_annealed_start"] += spent
+        if variant.startswith("lapb="):  # both fits; the lower k̂, if below the first start's
+            gate, shrink = a.SMC_START_KHAT, a.SMC_FIT_SHRINK
+            a.SMC_START_KHAT = float(setup.attrs["init_pareto_k"])
+            found = []
+            for a.SMC_FIT_SHRINK in (True, False):
+                tried = {}
+                fit, spent = a._smc_fit(with_prior, draws, tried)
+                attrs["n_logp_evals_annealed_start"] += spent
+                if fit is not None:
+                    k = min(v for key, v in tried.items() if key.startswith("init_annealed_pareto_k"))
+                    found.append((k, a.SMC_FIT_SHRINK, fit))
+            a.SMC_START_KHAT, a.SMC_FIT_SHRINK = gate, shrink
+            start = None
+            if found:
+                k, shrunk, start = min(found, key=lambda f: f[0])
+                attrs.update(init_annealed_pareto_k=k, init_annealed_shrunk=shrunk)
+        else:
+            start, spent = a._smc_fit(with_prior, draws, attrs)
+            attrs["n_logp_evals_annealed_start"] += spent
         if start is None:
             return setup, attrs
         attrs.update(init_annealed=True, init_choice="annealed", init_first_choice=setup.attrs["init_choice"])
