@@ -79,10 +79,11 @@ COLUMNS = (
 
 def laplace_start(attrs: dict) -> bool:
     """Whether the run started from a Student-t at a Laplace fit (``init="laplace"``, or
-    ``init="auto"`` that chose it; not CR-AIS's annealed start, which replaced it)."""
+    ``init="auto"`` that chose it; not the annealed or conditional-Laplace starts)."""
     init = attrs.get("init")
     return init == "laplace" or (
-        init == "auto" and attrs.get("init_choice") not in ("prior", "annealed")
+        init == "auto"
+        and attrs.get("init_choice") not in ("prior", "annealed", "conditional_laplace")
     )
 
 

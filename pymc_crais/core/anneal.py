@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..warnings import MaxStepsWarning
+from .conditional_laplace import WeightedStart
 from .density import BatchedDensity
 from .kernels.kernel_base import MutationKernel, ParamsByTau
 from .kernels.moves import (
@@ -183,8 +184,11 @@ def anneal(
         The only source of randomness of this run.
     density : BatchedDensity
         Batched ``(log q0, Δ)`` evaluator.
-    x0 : numpy.ndarray, shape (N, d)
-        Exact draws from ``q0``.
+    x0 : numpy.ndarray, shape (N, d), or WeightedStart
+        Exact draws from ``q0``; or draws of another proposal with its exact log-density
+        (a :class:`~pymc_crais.core.conditional_laplace.WeightedStart`: the run then takes
+        that proposal as ``q0``; only its ``τ = 1`` end is the density's, so the schedule
+        must go from 0 to 1 in one stage).
     path : AnnealingPath
         The annealing path (with its scale shift ``c``).
     schedule : Schedule
@@ -231,10 +235,19 @@ def anneal_stages(
     Driving it to the end gives the same bits as :func:`anneal` with the same arguments.
     """
     evals_before = density.n_evals
+    start = x0 if isinstance(x0, WeightedStart) else None
+    if start is not None:  # weighted draws of another proposal (the conditional-Laplace start)
+        evals_before -= start.n_evals
+        x0 = start.x
     state = ParticleState.evaluate(density, x0, gradient=kernel.needs_gradient)
-    state = state.with_family(np.arange(state.n))
+    family = np.arange(state.n) if start is None else np.asarray(start.family)
+    if start is not None:
+        state = state.with_initial(start.log_q0)
+    state = state.with_family(family)
     records = RunRecorders(kernel)
-    loop = LoopState(state, kernel.init(state), np.zeros(state.n), np.arange(state.n), records=records)
+    loop = LoopState(state, kernel.init(state), np.zeros(state.n), family.copy(), records=records)
+    if start is not None:
+        loop.n_families = int(np.unique(family).size)
     observers = (*records.observers, *options.observers)
     for observer in observers:
         observer.begin_run(loop.state)
@@ -244,6 +257,11 @@ def anneal_stages(
         for observer in observers:
             observer.begin_stage(loop.stage, loop.tau, loop.state, loop.log_w)
         tau_new = steps.next_tau(loop, schedule, path, options.max_stages)
+        if start is not None and tau_new < 1.0:
+            raise ValueError(
+                "a WeightedStart's proposal is known only at its draws: the schedule must "
+                f"reach τ = 1 in the first stage (it chose {tau_new:.3g}); use a one-step schedule"
+            )
         log_z_inc, ess, stage_log_w = steps.reweight(loop, path, tau_new)
         resampled = steps.resample(loop, rng, options.resampling, ess, tau_new)
         x_start = loop.state.x

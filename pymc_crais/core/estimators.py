@@ -44,7 +44,12 @@ __all__ = [
 
 
 def ancestry_variance(
-    log_weights: np.ndarray, eve: np.ndarray, n_resamplings: int, *, multinomial: bool = False
+    log_weights: np.ndarray,
+    eve: np.ndarray,
+    n_resamplings: int,
+    *,
+    multinomial: bool = False,
+    n_families: int | None = None,
 ) -> float:
     """Within-run variance of ``log Ẑ`` for a particle system with resampling.
 
@@ -76,6 +81,12 @@ def ancestry_variance(
         Number of resampling steps the run made.
     multinomial : bool, default False
         Whether the resampling was multinomial.
+    n_families : int, optional
+        The number ``M`` of Eves the run started with, when its initial particles came in
+        families of equal size drawn together (``M < N``: several draws sharing one
+        hyperparameter draw, :mod:`pymc_crais.core.conditional_laplace`). The families are
+        then the independent units and, for a run that did not resample, ``V = S − 1/M``
+        (with either scheme); ``None``: every particle its own Eve.
 
     Returns
     -------
@@ -99,6 +110,10 @@ def ancestry_variance(
     w = np.exp(lw - total)
     family = np.bincount(eve, weights=w, minlength=n)
     same = float(np.sum(family * family))  # Σ over pairs (i, j) with a common Eve of W_i W_j
+    if n_families is not None and n_families < n:
+        if n_resamplings:
+            raise ValueError("n_families (grouped initial draws) needs a run without resampling")
+        return float(max(same - 1.0 / int(n_families), 0.0))
     if multinomial:
         v = 1.0 - np.exp((int(n_resamplings) + 1) * np.log(n / (n - 1.0))) * (1.0 - same)
     else:

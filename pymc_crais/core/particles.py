@@ -74,6 +74,15 @@ class ParticleState:
             None if self.family is None else self.family[idx],
         )
 
+    def with_initial(self, log_q0: np.ndarray) -> ParticleState:
+        """The same particles seen as draws of another ``q0`` with log-density ``log_q0``:
+        ``Δ`` becomes ``log q0 + Δ − log_q0`` (the target is unchanged, so the annealing
+        path's ``τ = 1`` end and its gradient are the same; the gradients are kept)."""
+        log_q0 = np.asarray(log_q0, dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            delta = self.log_q0 + self.delta - log_q0
+        return replace(self, log_q0=log_q0, delta=np.where(np.isnan(delta), -np.inf, delta))
+
     def with_family(self, family: np.ndarray | None) -> ParticleState:
         """The same particles labelled with ``family``."""
         return replace(self, family=family)

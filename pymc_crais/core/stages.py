@@ -48,6 +48,7 @@ class LoopState:
     hit_max: bool = False
     resampled: bool = False  # whether the current stage resampled
     records: RunRecorders | None = None  # the run's own observers (anneal_stages sets them)
+    n_families: int | None = None  # initial Eves when the start drew particles in families
 
 
 def capped_tau(loop: LoopState, propose, max_stages: int) -> float:
@@ -132,7 +133,9 @@ def adopt(loop: LoopState, moved: MoveResult) -> MoveResult:
 def result(loop: LoopState, path: AnnealingPath, options, n_evals: int) -> AnnealResult:
     """The run's :class:`AnnealResult` (the ancestry variance of ``log Ẑ``)."""
     multinomial = options.resampling.scheme == "multinomial"
-    within = ancestry_variance(loop.log_w, loop.eve, loop.n_resamplings, multinomial=multinomial)
+    within = ancestry_variance(
+        loop.log_w, loop.eve, loop.n_resamplings, multinomial=multinomial, n_families=loop.n_families
+    )
     return loop.records.result(
         loop,
         path,

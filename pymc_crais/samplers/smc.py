@@ -10,6 +10,7 @@ from ..core.schedules import Schedule
 from ..core.schedules.adaptive import ConstantRateSchedule
 from .engine.anneal_chain import AnnealPlan
 from .engine.annealed_start import smc_annealed_start
+from .engine.conditional_start import smc_conditional_start
 from .engine.options import RunOptions, check_int, check_rate, is_auto
 from .engine.path_option import build_path, check_path
 from .engine.persistent_option import check_persistent, persistent_stages
@@ -227,11 +228,18 @@ def plan_smc(
         **({"persistent": persistent} if persistent else {}),
     }
     n_annealed = 0
+    conditional = False
     if not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0:
-        # a funnel's prior start: a smaller SMC run may find a start near the posterior
-        setup, found = smc_annealed_start(setup)
+        # latent-Gaussian structure: one importance stage from the conditional-Laplace start
+        setup, found = smc_conditional_start(setup)
         attrs.update(found)
-        n_annealed = found.get("n_logp_evals_annealed_start", 0)
+        n_annealed = found.get("n_logp_evals_conditional_start", 0)
+        conditional = found.get("init_choice") == "conditional_laplace"
+        if not conditional:
+            # a funnel's prior start: a smaller SMC run may find a start near the posterior
+            setup, found = smc_annealed_start(setup)
+            attrs.update(found)
+            n_annealed += found.get("n_logp_evals_annealed_start", 0)
     one_step = False
     if is_cr and n_steps is None and is_auto(delta):
         # CR-SMC's default: one stage when the start's weights already meet the target
@@ -241,11 +249,11 @@ def plan_smc(
         if start.point is not None:
             attrs["predicted_mcse"] = start.mcse
         one_step = start.meets(target)
-    if one_step:
+    if one_step or conditional:
         c = 0.0
         sched = one_step_schedule()
         attrs.update(sched.describe(), c=c, scale_shift="fixed")
-        attrs["n_logp_evals_pilot"] = attrs["n_logp_evals_start"]
+        attrs["n_logp_evals_pilot"] = attrs.get("n_logp_evals_start", 0) + n_annealed
     else:
         need_rate = is_cr and is_auto(delta)
         c, total = scale_shift_pilot(setup, alpha, st.scale_shift, attrs, need_rate=need_rate)
@@ -263,5 +271,5 @@ def plan_smc(
     run_options = st.anneal_options(persistent, stages)
     built = build_path(setup, path, alpha, c, attrs, path_kwargs)
     # a second run from the refit start needs a path and stages that do not depend on q0
-    refit = "restart" if path == "geometric" and not persistent else "check"
+    refit = "restart" if path == "geometric" and not persistent and not conditional else "check"
     return AnnealPlan(setup, built, sched, "SMC", run_options, attrs, {}, t_start, refit)

@@ -127,17 +127,17 @@ def test_discrete_models_keep_their_kernel_in_smc(discrete_layout):
 
 
 def test_default_smc_on_a_centred_funnel_moves_with_hmc():
-    """pmc.sample_smc() with no options on a centred hierarchical model (no interior mode,
-    the automatic start takes the prior) moves with 'hmc_final_imh' like on every continuous
-    model (HMC crosses the funnel since the parameter checks are per particle);
-    sample_ais() with no options keeps HMC."""
+    """pmc.sample_smc() with no options on a centred hierarchical model (no interior mode:
+    the automatic start leaves the Laplace fit, and sample_smc takes the conditional-Laplace
+    start) moves with 'hmc_final_imh' like on every continuous model; sample_ais() with no
+    options keeps HMC from the prior."""
     from pymc_crais.validation import get_case
 
     model = get_case("eight_schools_centered").build_model()
     kw = dict(model=model, draws=200, chains=1, cores=1, random_seed=2, progressbar=False)
     smc = pmc.sample_smc(**kw)["sample_stats"].attrs
-    assert smc["kernel"] == "hmc_final_imh" and smc["init_choice"] == "prior"
-    assert smc["laplace_n_nonconcave"] > 0
+    assert smc["kernel"] == "hmc_final_imh" and smc["init_choice"] == "conditional_laplace"
+    assert smc["init_first_choice"] == "prior" and smc["laplace_n_nonconcave"] > 0
     ais = pmc.sample_ais(**kw)["sample_stats"].attrs
     assert ais["kernel"] == "hmc"
 

@@ -21,6 +21,15 @@ from pymc_crais.samplers.engine.annealed_start import (
 from pymc_crais.validation.cases import get_case
 
 
+@pytest.fixture(autouse=True)
+def _without_the_conditional_start(monkeypatch):
+    """These models have a latent-Gaussian block: without the switch sample_smc would take
+    the conditional-Laplace start before the annealed one (tests/samplers/test_conditional_start.py)."""
+    from pymc_crais.samplers.engine import conditional_start
+
+    monkeypatch.setattr(conditional_start, "ENABLED", False)
+
+
 def _setup(discrete=False, gradient=True, **attrs):
     base = {"init": "auto", "init_choice": "prior", "laplace_converged": True,
             "init_n_modes": np.nan}  # fmt: skip

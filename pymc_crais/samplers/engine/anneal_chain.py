@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...chain_result import ChainResult
+from ...core.conditional_laplace import family_log_weights
 from ...core.anneal import AnnealOptions, AnnealResult, StageView, anneal_stages, drive_stages
 from ...core.kernels import MutationKernel
 from ...core.resampling import systematic
 from ...core.schedules import Schedule
 from ...core.weights import normalized_weights
+from ...tail_stats import pareto_khat
 from .pipeline import RunSetup, finish
 from .posterior_refit import checked_chains
 from .progress import ChainProgress, stage_callback
@@ -59,9 +61,13 @@ def iter_anneal_chain(task: AnnealTask) -> Generator[StageView, None, ChainResul
     :class:`~pymc_crais.core.anneal.StageView` and returns the :class:`ChainResult`
     (the same bits as :func:`run_anneal_chain`)."""
     rng = task.rng
-    x0 = task.draw(rng, task.draws)
+    density = task.density.for_chain()
+    if getattr(task.draw, "needs_density", False):  # a start that evaluates the model to draw
+        x0 = task.draw(rng, task.draws, density)
+    else:
+        x0 = task.draw(rng, task.draws)
     result = yield from anneal_stages(
-        rng, task.density.for_chain(), x0, task.path, task.schedule, task.kernel, task.options
+        rng, density, x0, task.path, task.schedule, task.kernel, task.options
     )
     return chain_result(task.chain, rng, result, task.draws)
 
@@ -86,8 +92,20 @@ def chain_result(chain: int, rng: np.random.Generator, result: AnnealResult, dra
             "n_eves": result.n_eves,
             # q0's weights against the target, for pymc_crais.diagnostics (removed there)
             "initial_weight_tail": result.initial_weight_tail,
+            **_family_stats(result),
         },
     )
+
+
+def _family_stats(result: AnnealResult) -> dict:
+    """``pareto_k_families``, the Pareto k̂ of one weight per family, for a run whose start
+    drew its particles in families (the conditional-Laplace start) and did not resample;
+    the diagnostics take it as the chain's final k̂ (empty otherwise)."""
+    eve = result.eve
+    if eve is None or result.n_resamplings or np.unique(eve).size == eve.size:
+        return {}
+    lw = family_log_weights(result.log_weights, np.unique(eve, return_inverse=True)[1])
+    return {"pareto_k_families": float(pareto_khat(lw))}
 
 
 @dataclass

@@ -1,0 +1,226 @@
+"""``sample_smc``'s conditional-Laplace start, for latent-Gaussian models.
+
+Where the automatic start found no usable Laplace fit (a centred funnel: the joint mode runs
+off to a zero scale) or one whose pilot weights are heavy-tailed (Pareto k̂ above 0.7, the
+start that annealing would otherwise leave from), the model is split into hyperparameters
+``θ`` and a latent block ``x`` (:func:`model_blocks`) and the proposal of
+:mod:`pymc_crais.core.conditional_laplace` is built: a Student-t over ``θ`` at the mode of
+its Laplace marginal, and ``x | θ`` from the Laplace (Gaussian) approximation of its
+conditional, by Newton's method for each drawn ``θ``. It is kept when
+
+1. Newton runs at ``θ̂`` from :data:`N_GUARD` draws of the current start reach the same
+   latent mode (a conditional posterior with several modes, such as a mixture's relabelled
+   components, keeps the rule it had), and
+2. the importance weights of :data:`PILOT_DRAWS` of its draws (one per ``θ`` draw) have
+   Pareto k̂ at most :data:`KHAT`, for the better of the first proposal and one refitted to
+   the first pilot's weighted ``θ`` draws. The proposal over ``θ`` is a defensive mixture:
+   a Student-t at the fit (or the refit) with a wider one at the fit (:func:`_theta_proposal`).
+
+The run then has one stage: its chains draw from the proposal (each ``θ`` draw with
+:data:`COPIES` draws of ``x``), weight the draws exactly against the posterior, and move
+them at ``τ = 1`` (:func:`pymc_crais.core.anneal.anneal_stages` with a
+:class:`~pymc_crais.core.conditional_laplace.WeightedStart`). ``log Ẑ`` is the
+importance-sampling estimate, its error the weights' (a family per ``θ`` draw).
+
+Which coordinates are latent: those of the continuous free variables with no value transform
+and more than one element (random effects, states, coefficients, a GP's values); the others
+(scales, anything with a transform, scalars) are hyperparameters, at most
+:data:`MAX_HYPER` of them.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import numpy as np
+
+from ...core.conditional_laplace import (
+    Blocks,
+    ConditionalLaplace,
+    family_log_weights,
+    fit_hyper,
+    latent_newton,
+)
+from ...core.initial import StudentTInitial
+from ...core.mode_mixture import StudentTMixture
+from ...core.weights import normalized_weights
+from .compile import initial_point_vector
+from .init_auto import DF, SCALE, khat
+
+__all__ = [
+    "COPIES",
+    "ENABLED",
+    "KHAT",
+    "MAX_HYPER",
+    "N_GUARD",
+    "PILOT_DRAWS",
+    "ConditionalLaplaceDraw",
+    "model_blocks",
+    "smc_conditional_start",
+    "smc_needs_conditional_start",
+]
+
+ENABLED = True
+"""Whether ``sample_smc`` tries the start (a switch for benchmarks and tests that measure
+the rules without it: the annealed start, the NumPy stage's budget)."""
+MAX_HYPER = 8
+"""The most hyperparameter coordinates (a Nelder–Mead search and a Student-t over them)."""
+COPIES = 4
+"""Draws of ``x`` per draw of ``θ`` (one Newton run serves them)."""
+PILOT_DRAWS = 1000
+"""Draws of each pilot whose weights' Pareto k̂ is measured."""
+KHAT = 0.7
+"""The start is kept when its pilot weights' Pareto k̂ (one weight per ``θ`` draw, the mean
+of its copies') is at most this: the run is one importance-sampling stage."""
+WIDE_WEIGHT, WIDE_SCALE, WIDE_DF = 0.2, 2.0, 3.0
+"""The defensive component of the proposal over ``θ`` (:func:`_theta_proposal`)."""
+N_GUARD = 8
+"""Newton runs at ``θ̂`` from draws of the current start, to see a second latent mode."""
+GUARD_DISTANCE = 1e-3
+"""Whitened distance (in the first run's metric) beyond which two Newton ends differ."""
+REASON = (
+    "latent-Gaussian structure: hyperparameters from a Student-t at their Laplace marginal's "
+    "mode, the latent block from its conditional Laplace fit (one importance stage)"
+)
+
+
+def model_blocks(model, layout) -> Blocks | None:
+    """The hyperparameter / latent split of ``model``'s coordinates (module docstring), or
+    ``None`` when the model has discrete variables, no latent block or more than
+    :data:`MAX_HYPER` hyperparameter coordinates."""
+    if layout.has_discrete:
+        return None
+    hyper, latent = [], []
+    for slot, rv in zip(layout.slots, model.free_RVs):
+        size = slot.stop - slot.start
+        plain = model.rvs_to_transforms.get(rv) is None and size > 1
+        (latent if plain else hyper).extend(range(slot.start, slot.stop))
+    if len(latent) < 2 or not hyper or len(hyper) > MAX_HYPER:
+        return None
+    return Blocks(np.array(hyper), np.array(latent))
+
+
+class ConditionalLaplaceDraw:
+    """A chain's draw from the proposal: ``(rng, n, density) -> WeightedStart`` (the Newton
+    runs evaluate the chain's own density, so they count among its evaluations)."""
+
+    needs_density = True
+
+    def __init__(self, proposal: ConditionalLaplace):
+        self.proposal = proposal
+
+    def __call__(self, rng, n, density):
+        return self.proposal.draw(rng, n, density)
+
+
+def smc_needs_conditional_start(setup) -> bool:
+    """Whether ``sample_smc`` tries the start: ``init="auto"`` found no usable Laplace fit
+    (no mode search ran) or one whose Student-t pilot had k̂ above 0.7 with a single mode
+    found, the model has a gradient and a latent block."""
+    a = setup.attrs
+    if not ENABLED or a.get("init") != "auto" or not setup.model_density.has_gradient:
+        return False
+    n_modes = float(a.get("init_n_modes", np.nan))
+    no_fit = a.get("init_choice") == "prior" and np.isnan(n_modes)
+    heavy = n_modes == 1 and float(a.get("init_pareto_k", 0.0)) > 0.7
+    return no_fit or heavy
+
+
+def _weights(proposal, rng, md, n):
+    """A pilot: its draws and their family-level log-weights (one per ``θ`` draw)."""
+    start = proposal.draw(rng, n, md)
+    ev = md.evaluate(start.x, gradient=False)
+    with np.errstate(invalid="ignore"):
+        lw = ev.log_q0 + ev.delta - start.log_q0
+    return start, family_log_weights(np.where(np.isfinite(lw), lw, -np.inf), start.family)
+
+
+def _theta_proposal(fit, mean=None, cov=None) -> StudentTMixture:
+    """The defensive Student-t mixture over ``θ``: ``1 −`` :data:`WIDE_WEIGHT` at ``mean``,
+    ``cov`` (default: the fit's; covariance × ``SCALE²``, ``DF``), :data:`WIDE_WEIGHT` at the
+    fit, scale × :data:`WIDE_SCALE`, df :data:`WIDE_DF` (it bounds the weights where the
+    Laplace marginal is skewed or its tails heavier than the fit's)."""
+    mean = fit.mode if mean is None else mean
+    cov = fit.cov if cov is None else cov
+    main = StudentTInitial(mean, cov * SCALE**2, df=DF)
+    wide = StudentTInitial(fit.mode, fit.cov * WIDE_SCALE**2, df=WIDE_DF)
+    return StudentTMixture((main, wide), np.array([1.0 - WIDE_WEIGHT, WIDE_WEIGHT]))
+
+
+def _refit(fit, proposal, start, lw):
+    """The proposal with its main Student-t refitted to a pilot's weighted ``θ`` draws (None
+    if the weights cannot support a covariance)."""
+    w = normalized_weights(lw)
+    theta = start.x[:, proposal.blocks.hyper][np.unique(start.family, return_index=True)[1]]
+    if not np.all(np.isfinite(w)) or 1.0 / np.sum(w * w) < 4 * (theta.shape[1] + 1):
+        return None
+    mean = w @ theta
+    c = theta - mean
+    cov = (c * w[:, None]).T @ c
+    try:
+        np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        return None
+    return replace(proposal, theta=_theta_proposal(fit, mean, cov))
+
+
+def _guard(md, blocks, fit, draws) -> str | None:
+    """Why the latent conditional at ``θ̂`` looks multimodal, or None."""
+    theta = np.repeat(fit.mode[None], draws.shape[0] + 1, axis=0)
+    starts = np.concatenate([fit.x_at_mode[None], draws[:, blocks.latent]])
+    with np.errstate(all="ignore"):
+        ends = latent_newton(md, blocks, theta, starts)
+    diff = (ends.x[1:] - ends.x[0]) @ ends.chol[0]  # whitened by P = L Lᵀ at the first end
+    dist = np.sqrt(np.sum(diff * diff, axis=1))
+    if not np.all(np.isfinite(dist)) or np.any(dist > GUARD_DISTANCE):
+        return f"Newton runs at the hyperparameters' mode end apart (whitened {np.nanmax(dist):.3g})"
+    return None
+
+
+def smc_conditional_start(setup):
+    """``(setup, attrs)``: ``setup`` with the conditional-Laplace start when it is kept
+    (``attrs["init_choice"] == "conditional_laplace"``), else unchanged; ``attrs`` records
+    what was tried (empty when nothing was)."""
+    if not smc_needs_conditional_start(setup):
+        return setup, {}
+    blocks = model_blocks(setup.model, setup.layout)
+    if blocks is None:
+        return setup, {}
+    md = setup.model_density
+    rng = setup.aux_rng.spawn(1)[0]
+    before = md.n_evals
+    attrs = {"init_conditional_hyper": int(blocks.hyper.size),
+             "init_conditional_latent": int(blocks.latent.size)}  # fmt: skip
+
+    def give(why):
+        attrs.update(init_conditional_reason=why,
+                     n_logp_evals_conditional_start=int(md.n_evals - before))  # fmt: skip
+        return attrs
+
+    x0 = initial_point_vector(setup.model, setup.layout)
+    with np.errstate(all="ignore"):
+        fit = fit_hyper(md, blocks, x0[blocks.hyper], x0[blocks.latent])
+    if fit.problem:
+        return setup, give(fit.problem)
+    if why := _guard(md, blocks, fit, setup.draw(rng, N_GUARD)):
+        return setup, give(why)
+    proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES)
+    start, lw = _weights(proposal, rng, md, PILOT_DRAWS)
+    k = khat(lw)
+    attrs["init_conditional_pareto_k"] = k
+    refit = _refit(fit, proposal, start, lw)
+    if refit is not None:
+        _, lw2 = _weights(refit, rng, md, PILOT_DRAWS)
+        k2 = khat(lw2)
+        attrs["init_conditional_pareto_k_refit"] = k2
+        if k2 < k:
+            proposal, k = refit, k2
+    if not k <= KHAT:
+        return setup, give(f"its pilot weights have k̂ {k:.2f} > {KHAT}")
+    give(REASON)
+    attrs.update(init_choice="conditional_laplace", init_reason=REASON,
+                 init_first_choice=setup.attrs.get("init_choice"), init_conditional_copies=COPIES)  # fmt: skip
+    new = copy.copy(setup)
+    new.density, new.draw = md, ConditionalLaplaceDraw(proposal)
+    return new, attrs
