@@ -179,9 +179,10 @@ def latent_newton(
     Each iteration evaluates the gradient at ``x`` and at ``x + h_j e_j`` for every latent
     coordinate ``j`` (one batched call of ``M (d_x + 1)`` points), takes the Newton step
     (damped where the Hessian is not negative definite) and halves it until the
-    log-density does not fall. A row stops when its step is below ``tol`` in its own
-    metric (``√(sᵀ P s)``); for a quadratic ``log p`` that is the second iteration. The
-    returned precision is the one measured at the start of the last iteration.
+    log-density does not fall. A row stops when its step, or the gradient where the step
+    landed, is below ``tol`` in its own metric (``√(sᵀ P s)``, ``√(gᵀ P⁻¹ g)``); for a
+    quadratic ``log p`` that is after the first step, one Hessian in all. The returned
+    precision is the one measured at the start of the last iteration.
 
     Parameters
     ----------
@@ -235,12 +236,16 @@ def latent_newton(
                 break
             trial = xa[move] + t[move, None] * step[move]
             with np.errstate(all="ignore"):
-                ev = density.evaluate(blocks.join(ta[move], trial), gradient=False)
-                lt = ev.log_q0 + ev.delta
+                lt, gt = _log_density_and_grad(density, blocks.join(ta[move], trial))
             ok = np.isfinite(lt) & (lt >= lp0[move] - 1e-10 * np.abs(lp0[move]))
             sel = np.flatnonzero(move)
             x[rows[sel[ok]]] = trial[ok]
             lp_at[rows[sel[ok]]] = lt[ok]
+            # a full step that lands where the gradient vanishes (in the metric just measured)
+            # ends the row without another Hessian: for a quadratic that is the first step
+            g_new = np.where(np.isfinite(gt[ok][:, blocks.latent]), gt[ok][:, blocks.latent], np.inf)
+            y_new = solve_triangular_batch(c[sel[ok]], g_new, lower=True)
+            done[sel[ok]] = np.sqrt(np.sum(y_new * y_new, axis=1)) < tol
             move[sel[ok]] = False
             t[move] *= 0.5
         active[rows[done | (t < 2.0**-19)]] = False

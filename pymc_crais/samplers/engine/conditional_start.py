@@ -25,7 +25,9 @@ importance-sampling estimate, its error the weights' (a family per ``θ`` draw).
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
 (scales, anything with a transform, scalars) are hyperparameters, at most
-:data:`MAX_HYPER` of them.
+:data:`MAX_HYPER` of them. Untransformed scalars are tried both ways (:func:`candidate_blocks`:
+a group mean is jointly Gaussian with its effects given the scales, an AR coefficient is not),
+and the split whose kept pilot has the smaller relative variance of its weights wins.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ __all__ = [
     "N_GUARD",
     "PILOT_DRAWS",
     "ConditionalLaplaceDraw",
+    "candidate_blocks",
     "model_blocks",
     "smc_conditional_start",
     "smc_needs_conditional_start",
@@ -85,20 +88,32 @@ REASON = (
 )
 
 
-def model_blocks(model, layout) -> Blocks | None:
+def model_blocks(model, layout, *, scalars_latent: bool = False) -> Blocks | None:
     """The hyperparameter / latent split of ``model``'s coordinates (module docstring), or
-    ``None`` when the model has discrete variables, no latent block or more than
-    :data:`MAX_HYPER` hyperparameter coordinates."""
+    ``None`` when the model has discrete variables, no latent block, no hyperparameter or
+    more than :data:`MAX_HYPER` of them. ``scalars_latent``: untransformed scalars (a
+    group mean, an intercept, an AR coefficient) join the latent block."""
     if layout.has_discrete:
         return None
     hyper, latent = [], []
     for slot, rv in zip(layout.slots, model.free_RVs):
         size = slot.stop - slot.start
-        plain = model.rvs_to_transforms.get(rv) is None and size > 1
+        plain = model.rvs_to_transforms.get(rv) is None and (size > 1 or scalars_latent)
         (latent if plain else hyper).extend(range(slot.start, slot.stop))
     if len(latent) < 2 or not hyper or len(hyper) > MAX_HYPER:
         return None
     return Blocks(np.array(hyper), np.array(latent))
+
+
+def candidate_blocks(model, layout) -> list[Blocks]:
+    """The splits tried: untransformed scalars as hyperparameters, and as latent (conditional
+    on the scales a group mean is Gaussian with its effects, an AR coefficient is not)."""
+    out = []
+    for scalars_latent in (False, True):
+        b = model_blocks(model, layout, scalars_latent=scalars_latent)
+        if b is not None and not any(np.array_equal(b.hyper, o.hyper) for o in out):
+            out.append(b)
+    return out
 
 
 class ConditionalLaplaceDraw:
@@ -124,7 +139,7 @@ def smc_needs_conditional_start(setup) -> bool:
     n_modes = float(a.get("init_n_modes", np.nan))
     no_fit = a.get("init_choice") == "prior" and np.isnan(n_modes)
     heavy = n_modes == 1 and float(a.get("init_pareto_k", 0.0)) > 0.7
-    return no_fit or heavy
+    return bool(no_fit or heavy)
 
 
 def _weights(proposal, rng, md, n):
@@ -184,43 +199,56 @@ def smc_conditional_start(setup):
     what was tried (empty when nothing was)."""
     if not smc_needs_conditional_start(setup):
         return setup, {}
-    blocks = model_blocks(setup.model, setup.layout)
-    if blocks is None:
+    splits = candidate_blocks(setup.model, setup.layout)
+    if not splits:
         return setup, {}
     md = setup.model_density
     rng = setup.aux_rng.spawn(1)[0]
     before = md.n_evals
-    attrs = {"init_conditional_hyper": int(blocks.hyper.size),
-             "init_conditional_latent": int(blocks.latent.size)}  # fmt: skip
-
-    def give(why):
-        attrs.update(init_conditional_reason=why,
-                     n_logp_evals_conditional_start=int(md.n_evals - before))  # fmt: skip
-        return attrs
-
     x0 = initial_point_vector(setup.model, setup.layout)
-    with np.errstate(all="ignore"):
-        fit = fit_hyper(md, blocks, x0[blocks.hyper], x0[blocks.latent])
-    if fit.problem:
-        return setup, give(fit.problem)
-    if why := _guard(md, blocks, fit, setup.draw(rng, N_GUARD)):
-        return setup, give(why)
-    proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES)
-    start, lw = _weights(proposal, rng, md, PILOT_DRAWS)
-    k = khat(lw)
-    attrs["init_conditional_pareto_k"] = k
-    refit = _refit(fit, proposal, start, lw)
-    if refit is not None:
-        _, lw2 = _weights(refit, rng, md, PILOT_DRAWS)
-        k2 = khat(lw2)
-        attrs["init_conditional_pareto_k_refit"] = k2
-        if k2 < k:
-            proposal, k = refit, k2
-    if not k <= KHAT:
-        return setup, give(f"its pilot weights have k̂ {k:.2f} > {KHAT}")
-    give(REASON)
+    guard_draws = setup.draw(rng, N_GUARD)
+    tried = [_candidate(md, b, x0, guard_draws, rng) for b in splits]
+    kept = [t for t in tried if t[0] is not None]
+    proposal, attrs = min(kept, key=lambda t: t[1]["init_conditional_relvar"]) if kept else tried[0]
+    attrs = {**attrs, "init_conditional_splits": len(splits),
+             "n_logp_evals_conditional_start": int(md.n_evals - before)}  # fmt: skip
+    if proposal is None:
+        return setup, attrs
     attrs.update(init_choice="conditional_laplace", init_reason=REASON,
                  init_first_choice=setup.attrs.get("init_choice"), init_conditional_copies=COPIES)  # fmt: skip
     new = copy.copy(setup)
     new.density, new.draw = md, ConditionalLaplaceDraw(proposal)
     return new, attrs
+
+
+def _relvar(lw) -> float:
+    """The relative variance ``Σ W² · M − 1`` of family weights (the pilot's precision)."""
+    w = normalized_weights(lw)
+    return float(np.sum(w * w) * w.size - 1.0) if np.all(np.isfinite(w)) else np.inf
+
+
+def _candidate(md, blocks, x0, guard_draws, rng):
+    """``(proposal or None, attrs)`` for one split: the fit, the guard, the pilots."""
+    attrs = {"init_conditional_hyper": int(blocks.hyper.size),
+             "init_conditional_latent": int(blocks.latent.size)}  # fmt: skip
+    with np.errstate(all="ignore"):
+        fit = fit_hyper(md, blocks, x0[blocks.hyper], x0[blocks.latent])
+    if fit.problem:
+        return None, {**attrs, "init_conditional_reason": fit.problem}
+    if why := _guard(md, blocks, fit, guard_draws):
+        return None, {**attrs, "init_conditional_reason": why}
+    proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES)
+    start, lw = _weights(proposal, rng, md, PILOT_DRAWS)
+    k, rv = khat(lw), _relvar(lw)
+    attrs["init_conditional_pareto_k"] = k
+    refit = _refit(fit, proposal, start, lw)
+    if refit is not None:
+        _, lw2 = _weights(refit, rng, md, PILOT_DRAWS)
+        k2, rv2 = khat(lw2), _relvar(lw2)
+        attrs["init_conditional_pareto_k_refit"] = k2
+        if k2 <= KHAT and (rv2 < rv or not k <= KHAT):
+            proposal, k, rv = refit, k2, rv2
+    attrs["init_conditional_relvar"] = rv
+    if not k <= KHAT:
+        return None, {**attrs, "init_conditional_reason": f"its pilot weights have k̂ {k:.2f} > {KHAT}"}
+    return proposal, {**attrs, "init_conditional_reason": REASON}

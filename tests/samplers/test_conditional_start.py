@@ -1,0 +1,153 @@
+"""sample_smc's conditional-Laplace start (samplers/engine/conditional_start.py): which
+coordinates are latent, when the start is tried, and on a centred hierarchical model whose
+Laplace fit fails, a one-stage run that is right, reproducible, counted and recorded."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.core.conditional_laplace import Blocks, HyperFit
+from pymc_crais.core.density import FunctionDensity
+from pymc_crais.samplers.engine import conditional_start as cs
+from pymc_crais.samplers.engine.compile import parameter_layout
+from pymc_crais.validation.cases import get_case
+
+
+def test_latent_coordinates_are_plain_vectors_and_the_rest_hyperparameters():
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)  # a scalar: hyper
+        sd = pm.HalfNormal("sd", 1.0)  # a transform: hyper
+        a = pm.Normal("a", mu, sd, shape=5)  # latent
+        w = pm.Beta("w", 2.0, 2.0, shape=2)  # a transform: hyper
+        pm.Normal("y", a.sum() * w.sum(), 1.0, observed=[0.1])
+    b = cs.model_blocks(m, parameter_layout(m))
+    layout = parameter_layout(m)
+    starts = {s.rv_name: (s.start, s.stop) for s in layout.slots}
+    assert set(b.latent) == set(range(*starts["a"]))
+    assert set(b.hyper) == set(range(layout.dim)) - set(b.latent)
+
+
+def test_no_blocks_without_a_latent_vector_or_with_too_many_hyperparameters():
+    with pm.Model() as none_latent:
+        pm.Normal("b", 0.0, 1.0, shape=4, transform=pm.distributions.transforms.ordered,
+                  initval=np.arange(4.0))  # fmt: skip
+        pm.HalfNormal("s", 1.0)
+    with pm.Model() as no_hyper:
+        pm.Normal("b", 0.0, 1.0, shape=4)
+    with pm.Model() as many:
+        pm.HalfNormal("s", 1.0, shape=cs.MAX_HYPER + 1)
+        pm.Normal("b", 0.0, 1.0, shape=4)
+    with pm.Model() as discrete:
+        pm.Poisson("k", 3.0)
+        pm.Normal("b", 0.0, 1.0, shape=4)
+    for m in (none_latent, no_hyper, many, discrete):
+        assert cs.model_blocks(m, parameter_layout(m)) is None
+
+
+def test_untransformed_scalars_are_tried_on_both_sides():
+    with pm.Model() as m:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        sd = pm.HalfNormal("sd", 1.0)
+        pm.Normal("a", mu, sd, shape=5)
+    layout = parameter_layout(m)
+    splits = cs.candidate_blocks(m, layout)
+    assert [b.hyper.size for b in splits] == [2, 1]
+    with pm.Model() as only_scales:
+        sd = pm.HalfNormal("sd", 1.0)
+        pm.Normal("a", 0.0, sd, shape=5)
+    assert len(cs.candidate_blocks(only_scales, parameter_layout(only_scales))) == 1
+
+
+def _setup(gradient=True, **attrs):
+    base = {"init": "auto", "init_choice": "prior", "init_n_modes": np.nan}
+    merged = {k: v for k, v in {**base, **attrs}.items() if v is not None}
+    return SimpleNamespace(attrs=merged, model_density=SimpleNamespace(has_gradient=gradient))
+
+
+@pytest.mark.parametrize(
+    ("setup", "wanted"),
+    [
+        (_setup(), True),  # the Laplace fit failed: no mode search ran
+        (_setup(init_choice="laplace", init_n_modes=1.0, init_pareto_k=1.3), True),  # heavy
+        (_setup(init_choice="laplace", init_n_modes=1.0, init_pareto_k=0.4), False),  # good
+        (_setup(init_n_modes=2.0), False),  # several modes: the rule for them stays
+        (_setup(init_choice="modes", init_n_modes=2.0, init_pareto_k=1.3), False),
+        (_setup(init="prior"), False),  # the user's choice
+        (_setup(gradient=False), False),
+    ],
+)
+def test_when_sample_smc_tries_the_start(setup, wanted):
+    assert cs.smc_needs_conditional_start(setup) is wanted
+
+
+def test_the_guard_sees_a_second_latent_mode():
+    """A latent coordinate with two conditional modes (at ±3): Newton runs from either side
+    end apart, so the start is refused; with one mode they meet."""
+
+    def make(bimodal):
+        def logp(z):
+            x = z[:, 1]
+            if bimodal:
+                return -0.5 * z[:, 0] ** 2 + np.logaddexp(-0.5 * (x - 3) ** 2, -0.5 * (x + 3) ** 2)
+            return -0.5 * z[:, 0] ** 2 - 0.5 * (x - 3) ** 2
+
+        def grad(z, h=1e-6):
+            e = np.eye(2) * h
+            return np.column_stack([(logp(z + e[i]) - logp(z - e[i])) / (2 * h) for i in range(2)])
+
+        return FunctionDensity(2, log_q0=lambda z: np.zeros(len(z)), log_target=logp,
+                               grad_log_q0=np.zeros_like, grad_log_target=grad)  # fmt: skip
+
+    blocks = Blocks(np.array([0]), np.array([1]))
+    fit = HyperFit(np.zeros(1), np.eye(1), np.array([2.5]), 0.0, 0)
+    starts = np.array([[0.0, -4.0], [0.0, 4.0], [0.0, -2.0]])
+    assert "apart" in cs._guard(make(True), blocks, fit, starts)
+    assert cs._guard(make(False), blocks, fit, starts) is None
+
+
+@pytest.fixture(scope="module")
+def centred():
+    return get_case("eight_schools_centered").build()
+
+
+@pytest.fixture(scope="module")
+def runs(centred):
+    kw = dict(model=centred.model, draws=400, chains=2, random_seed=7, progressbar=False)
+    return pmc.sample_smc(cores=1, **kw), pmc.sample_smc(cores=2, **kw)
+
+
+def test_a_centred_model_takes_the_start_and_is_right(centred, runs):
+    res = runs[0]
+    attrs = res["sample_stats"].attrs
+    assert attrs["init_choice"] == "conditional_laplace"
+    assert attrs["init_first_choice"] == "prior"  # the Laplace fit failed (a funnel)
+    # τ is a hyperparameter, θ latent; μ either (both splits tried, the better pilot kept)
+    assert attrs["init_conditional_splits"] == 2
+    assert (attrs["init_conditional_hyper"], attrs["init_conditional_latent"]) in ((1, 9), (2, 8))
+    kept = min(attrs["init_conditional_pareto_k"], attrs.get("init_conditional_pareto_k_refit", np.inf))
+    assert kept <= cs.KHAT
+    lz, se = pmc.log_marginal_likelihood(res)
+    assert 0 < se < 0.05
+    assert abs(lz - centred.log_z) < max(4 * se, 0.05)
+    ss = res["sample_stats"]
+    assert (ss["n_stages"].values == 1).all()  # one importance stage, moves at τ = 1
+    assert np.isfinite(ss["pareto_k_families"].values).all()
+    # the Newton runs of each chain are counted in its evaluations, the pilot's at the run level
+    assert attrs["n_logp_evals_conditional_start"] > 0
+    assert attrs["n_logp_evals_pilot"] >= attrs["n_logp_evals_conditional_start"]
+    assert (ss["n_logp_evals"].values > 400).all()
+
+
+def test_same_seed_same_bits_whatever_the_cores(runs):
+    a, b = (r["sample_stats"]["log_marginal_likelihood"].values for r in runs)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_the_switch_leaves_the_rule_without_it(centred, monkeypatch):
+    monkeypatch.setattr(cs, "ENABLED", False)
+    res = pmc.sample_smc(model=centred.model, draws=200, chains=1, cores=1, random_seed=1,
+                         progressbar=False)  # fmt: skip
+    assert res["sample_stats"].attrs["init_choice"] != "conditional_laplace"
