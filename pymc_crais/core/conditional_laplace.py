@@ -41,6 +41,7 @@ from scipy.linalg import solve_triangular
 
 from .density import BatchedDensity
 from .initial import StudentTInitial
+from .mode_mixture import StudentTMixture
 
 __all__ = [
     "Blocks",
@@ -66,8 +67,10 @@ class Blocks:
 
     def __post_init__(self):
         h, x = np.asarray(self.hyper, dtype=int), np.asarray(self.latent, dtype=int)
-        if np.intersect1d(h, x).size:
-            raise ValueError("a coordinate cannot be both a hyperparameter and latent")
+        if not np.array_equal(np.sort(np.concatenate([h, x])), np.arange(h.size + x.size)):
+            raise ValueError(
+                "hyper and latent must split the coordinates 0..d-1, each in one block"
+            )
         object.__setattr__(self, "hyper", h)
         object.__setattr__(self, "latent", x)
 
@@ -139,9 +142,9 @@ def _damped_cholesky(h: np.ndarray) -> np.ndarray:
     eye = np.eye(n)
     for i in range(m):  # only when some row failed
         lam = 1e-6 * max(float(np.mean(np.abs(np.diag(h[i])))), 1.0)
-        for _ in range(30):
+        for attempt in range(30):
             try:
-                out[i] = np.linalg.cholesky(h[i] + (lam if _ else 0.0) * eye)
+                out[i] = np.linalg.cholesky(h[i] + (lam if attempt else 0.0) * eye)
                 break
             except np.linalg.LinAlgError:
                 lam *= 10.0
@@ -152,7 +155,7 @@ def _damped_cholesky(h: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LatentFit:
-    """``m(θ)``, the Cholesky factor ``L`` of ``P(θ) = L Lᵀ`` and ``log p(θ, m, y)``, per row."""
+    """Per row: ``m(θ)``, the Cholesky factor ``L`` of ``P(θ) = L Lᵀ``, ``log p(θ, m, y)``."""
 
     x: np.ndarray
     chol: np.ndarray
@@ -243,7 +246,9 @@ def latent_newton(
             lp_at[rows[sel[ok]]] = lt[ok]
             # a full step that lands where the gradient vanishes (in the metric just measured)
             # ends the row without another Hessian: for a quadratic that is the first step
-            g_new = np.where(np.isfinite(gt[ok][:, blocks.latent]), gt[ok][:, blocks.latent], np.inf)
+            g_new = np.where(
+                np.isfinite(gt[ok][:, blocks.latent]), gt[ok][:, blocks.latent], np.inf
+            )
             y_new = solve_triangular_batch(c[sel[ok]], g_new, lower=True)
             done[sel[ok]] = np.sqrt(np.sum(y_new * y_new, axis=1)) < tol
             move[sel[ok]] = False
@@ -262,7 +267,9 @@ def solve_triangular_batch(c: np.ndarray, b: np.ndarray, *, lower: bool) -> np.n
     return out
 
 
-def laplace_marginal(density, blocks: Blocks, theta, x_start, **newton) -> tuple[np.ndarray, LatentFit]:
+def laplace_marginal(
+    density, blocks: Blocks, theta, x_start, **newton
+) -> tuple[np.ndarray, LatentFit]:
     """The Laplace approximation of ``log p(θ_i, y)`` for every row of ``theta``, with the
     :class:`LatentFit` behind it (``x_start``: one starting point for every row)."""
     theta = np.atleast_2d(theta)
@@ -346,20 +353,34 @@ class ConditionalLaplace:
     ``copies`` the draws of ``x`` per draw of ``θ``."""
 
     blocks: Blocks
-    theta: StudentTInitial
+    theta: StudentTInitial | StudentTMixture
     x_start: np.ndarray
     copies: int = 4
     max_iter: int = 20
+    max_floats: int = 2**24
+    """The Newton runs go in chunks of ``θ`` rows whose Hessian points hold at most this
+    many floats (``rows · (d_x + 1) · d``; 128 MiB)."""
 
     def draw(self, rng: np.random.Generator, n: int, density: BatchedDensity) -> WeightedStart:
-        """``n`` draws (``⌈n / copies⌉`` of ``θ``) with their exact ``log q``."""
+        """``n`` draws with their exact ``log q``: ``n / c`` draws of ``θ`` with ``c``
+        copies each, ``c`` the largest divisor of ``n`` up to ``copies`` (equal families)."""
         before = density.n_evals
-        n_theta = -(-int(n) // self.copies)
+        n = int(n)
+        copies = next(c for c in range(self.copies, 0, -1) if n % c == 0)
+        n_theta = n // copies
         theta = self.theta.draw(rng, n_theta)
-        x0 = np.repeat(self.x_start[None], n_theta, axis=0)
-        fit = latent_newton(density, self.blocks, theta, x0, max_iter=self.max_iter)
         dx = self.blocks.latent.size
-        z = rng.standard_normal((n_theta, self.copies, dx))
+        chunk = max(1, self.max_floats // ((dx + 1) * self.blocks.dim))
+        fits = []
+        for i in range(0, n_theta, chunk):
+            rows = theta[i : i + chunk]
+            x0 = np.repeat(self.x_start[None], len(rows), axis=0)
+            fits.append(latent_newton(density, self.blocks, rows, x0, max_iter=self.max_iter))
+        parts = [
+            np.concatenate([getattr(f, k) for f in fits]) for k in ("x", "chol", "log_density")
+        ]
+        fit = LatentFit(*parts, max(f.n_iter for f in fits))
+        z = rng.standard_normal((n_theta, copies, dx))
         lt = np.swapaxes(fit.chol, 1, 2)
         x = np.empty_like(z)
         for i in range(n_theta):  # x = m + L^{-T} z: covariance (L Lᵀ)^{-1}
@@ -369,11 +390,11 @@ class ConditionalLaplace:
             -0.5 * dx * LOG_2PI + 0.5 * fit.log_det_precision[:, None] - 0.5 * np.sum(z * z, axis=2)
         )
         log_q = self.theta.logpdf(theta)[:, None] + log_n
-        points = self.blocks.join(np.repeat(theta[:, None, :], self.copies, axis=1), x)
-        family = np.repeat(np.arange(n_theta), self.copies)
+        points = self.blocks.join(np.repeat(theta[:, None, :], copies, axis=1), x)
+        family = np.repeat(np.arange(n_theta), copies)
         return WeightedStart(
-            points.reshape(-1, self.blocks.dim)[:n],
-            log_q.ravel()[:n],
-            family[:n],
+            points.reshape(-1, self.blocks.dim),
+            log_q.ravel(),
+            family,
             int(density.n_evals - before),
         )

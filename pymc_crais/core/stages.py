@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..warnings import MaxStepsWarning, user_stacklevel
+from .conditional_laplace import family_log_weights
 from .estimators import ancestry_variance
 from .kernels.kernel_base import KernelInfo
 from .kernels.moves import MoveResult
@@ -130,6 +131,14 @@ def adopt(loop: LoopState, moved: MoveResult) -> MoveResult:
     return moved
 
 
+def _units(loop: LoopState) -> np.ndarray:
+    """The log-weights of the run's independent units: one per family when the start drew
+    its particles in families (:func:`~pymc_crais.core.conditional_laplace.family_log_weights`)."""
+    if loop.n_families is None or loop.n_families == loop.log_w.size:
+        return loop.log_w
+    return family_log_weights(loop.log_w, np.unique(loop.eve, return_inverse=True)[1])
+
+
 def result(loop: LoopState, path: AnnealingPath, options, n_evals: int) -> AnnealResult:
     """The run's :class:`AnnealResult` (the ancestry variance of ``log Ẑ``)."""
     multinomial = options.resampling.scheme == "multinomial"
@@ -141,7 +150,7 @@ def result(loop: LoopState, path: AnnealingPath, options, n_evals: int) -> Annea
         path,
         n_evals,
         log_z_variance=float(within),
-        log_z_variance_segments=float(loop.log_z_var + log_z_relative_variance(loop.log_w)),
+        log_z_variance_segments=float(loop.log_z_var + log_z_relative_variance(_units(loop))),
     )
 
 

@@ -120,7 +120,12 @@ def sample_smc(
         stages, a Student-t fitted to them (correlations shrunk) mixed half
         and half with the prior is the start if its weights' k̂ is below 1:
         ``init_choice == "annealed"``, docs/algorithms.md, "The annealed start"),
-        ``init_kwargs``; ``kernel_kwargs`` (a dict of the kernel's own options);
+        ``init_kwargs``; ``conditional_start`` (default ``True``: where ``init="auto"``
+        found no usable Laplace fit, or one with heavy-tailed weights, and the model has a
+        latent block given a few hyperparameters, with the default ESS schedule, the run may
+        be one importance stage from the conditional-Laplace start, ``init_choice ==
+        "conditional_laplace"``, docs/algorithms.md, "The conditional-Laplace start";
+        ``False`` keeps the rules without it); ``kernel_kwargs`` (a dict of the kernel's own options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
         ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``; ``path``
         (``"geometric"`` default, or ``"moment_averaging"``) and ``path_kwargs``, as in
@@ -230,11 +235,12 @@ def plan_smc(
     n_annealed = 0
     conditional = False
     if not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0:
-        # latent-Gaussian structure: one importance stage from the conditional-Laplace start
-        setup, found = smc_conditional_start(setup)
-        attrs.update(found)
-        n_annealed = found.get("n_logp_evals_conditional_start", 0)
-        conditional = found.get("init_choice") == "conditional_laplace"
+        if st.tries_conditional_start(persistent, path, alpha):
+            # latent-Gaussian structure: one importance stage from the conditional-Laplace start
+            setup, found = smc_conditional_start(setup)
+            attrs.update(found)
+            n_annealed = found.get("n_logp_evals_conditional_start", 0)
+            conditional = found.get("init_choice") == "conditional_laplace"
         if not conditional:
             # a funnel's prior start: a smaller SMC run may find a start near the posterior
             setup, found = smc_annealed_start(setup)

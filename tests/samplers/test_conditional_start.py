@@ -115,7 +115,7 @@ def centred():
 
 @pytest.fixture(scope="module")
 def runs(centred):
-    kw = dict(model=centred.model, draws=400, chains=2, random_seed=7, progressbar=False)
+    kw = {"model": centred.model, "draws": 400, "chains": 2, "random_seed": 7, "progressbar": False}
     return pmc.sample_smc(cores=1, **kw), pmc.sample_smc(cores=2, **kw)
 
 
@@ -127,7 +127,9 @@ def test_a_centred_model_takes_the_start_and_is_right(centred, runs):
     # τ is a hyperparameter, θ latent; μ either (both splits tried, the better pilot kept)
     assert attrs["init_conditional_splits"] == 2
     assert (attrs["init_conditional_hyper"], attrs["init_conditional_latent"]) in ((1, 9), (2, 8))
-    kept = min(attrs["init_conditional_pareto_k"], attrs.get("init_conditional_pareto_k_refit", np.inf))
+    kept = min(
+        attrs["init_conditional_pareto_k"], attrs.get("init_conditional_pareto_k_refit", np.inf)
+    )
     assert kept <= cs.KHAT
     lz, se = pmc.log_marginal_likelihood(res)
     assert 0 < se < 0.05
@@ -144,10 +146,39 @@ def test_a_centred_model_takes_the_start_and_is_right(centred, runs):
 def test_same_seed_same_bits_whatever_the_cores(runs):
     a, b = (r["sample_stats"]["log_marginal_likelihood"].values for r in runs)
     np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        runs[0]["posterior"]["mu"].values, runs[1]["posterior"]["mu"].values
+    )
 
 
-def test_the_switch_leaves_the_rule_without_it(centred, monkeypatch):
-    monkeypatch.setattr(cs, "ENABLED", False)
+@pytest.mark.parametrize(
+    "option", [{"conditional_start": False}, {"threshold": 0.8}, {"schedule": "cess"}]
+)
+def test_the_option_and_a_chosen_schedule_leave_the_rules_without_it(centred, option):
     res = pmc.sample_smc(model=centred.model, draws=200, chains=1, cores=1, random_seed=1,
-                         progressbar=False)  # fmt: skip
-    assert res["sample_stats"].attrs["init_choice"] != "conditional_laplace"
+                         progressbar=False, **option)  # fmt: skip
+    attrs = res["sample_stats"].attrs
+    assert attrs["init_choice"] != "conditional_laplace"
+    assert "init_conditional_reason" not in attrs  # not tried
+
+
+def test_the_option_is_checked():
+    with pytest.raises(TypeError, match="conditional_start must be True or False"):
+        pmc.sample_smc(model=pm.Model(), conditional_start="yes")
+
+
+def test_the_drop_in_kernel_takes_the_start_too(centred):
+    with centred.model:
+        idata = pm.sample_smc(kernel=pmc.BatchedSMC, draws=400, chains=2, cores=1,
+                              random_seed=3, progressbar=False)  # fmt: skip
+    assert idata.sample_stats.attrs["init_choice"] == "conditional_laplace"
+    lz, se = pmc.log_marginal_likelihood(idata)
+    assert abs(lz - centred.log_z) < max(4 * se, 0.05)
+
+
+def test_batched_chains_with_jax_draw_from_the_start(centred):
+    pytest.importorskip("jax")
+    kw = {"model": centred.model, "draws": 200, "chains": 2, "random_seed": 4, "progressbar": False}
+    jax = pmc.sample_smc(backend="jax", **kw)["sample_stats"]
+    assert jax.attrs["init_choice"] == "conditional_laplace"
+    assert np.isfinite(jax["log_marginal_likelihood"].values).all()

@@ -21,15 +21,6 @@ from pymc_crais.samplers.engine.annealed_start import (
 from pymc_crais.validation.cases import get_case
 
 
-@pytest.fixture(autouse=True)
-def _without_the_conditional_start(monkeypatch):
-    """These models have a latent-Gaussian block: without the switch sample_smc would take
-    the conditional-Laplace start before the annealed one (tests/samplers/test_conditional_start.py)."""
-    from pymc_crais.samplers.engine import conditional_start
-
-    monkeypatch.setattr(conditional_start, "ENABLED", False)
-
-
 def _setup(discrete=False, gradient=True, **attrs):
     base = {"init": "auto", "init_choice": "prior", "laplace_converged": True,
             "init_n_modes": np.nan}  # fmt: skip
@@ -70,7 +61,9 @@ def slopes():
     return get_case("applied_random_slopes").build()
 
 
-KW = {"draws": 600, "chains": 2, "progressbar": False}
+# these models have a latent-Gaussian block: without conditional_start=False sample_smc would
+# take the conditional-Laplace start before the annealed one (test_conditional_start.py)
+KW = {"draws": 600, "chains": 2, "progressbar": False, "conditional_start": False}
 # With 600 draws the pilot has 150 particles a chain, too few for a sure fit in 42
 # dimensions: its k-hat was 0.89-1.27 at seeds 6-9 (pilot on Numba), the start kept at 7 and 8.
 SEED = 7
@@ -132,7 +125,8 @@ def test_a_short_path_keeps_the_prior(funnel):
     """The suite's weak-data funnel: 5-6 pilot stages, so the neck holds much of the mass
     and the prior stays (the pilot is recorded and counted)."""
     idata = pmc.sample_smc(
-        model=funnel.model, draws=400, chains=1, random_seed=5, progressbar=False
+        model=funnel.model, draws=400, chains=1, random_seed=5, progressbar=False,
+        conditional_start=False,
     )
     a = idata.sample_stats.attrs
     assert a["init_choice"] == "prior" and not a["init_annealed"]
@@ -156,7 +150,8 @@ def test_a_start_whose_weights_are_too_heavy_keeps_the_prior(funnel, monkeypatch
     monkeypatch.setattr(annealed_start, "SMC_MIN_PILOT_STAGES", 1)
     monkeypatch.setattr(annealed_start, "SMC_START_KHAT", -np.inf)
     idata = pmc.sample_smc(
-        model=funnel.model, draws=300, chains=1, random_seed=5, progressbar=False
+        model=funnel.model, draws=300, chains=1, random_seed=5, progressbar=False,
+        conditional_start=False,
     )
     a = idata.sample_stats.attrs
     assert a["init_choice"] == "prior" and not a["init_annealed"]
@@ -187,7 +182,8 @@ def test_a_costly_pilot_runs_on_numba_from_the_start(funnel, monkeypatch, costly
 
     monkeypatch.setattr(ModelDensity, "for_chain", recorded)
     idata = pmc.sample_smc(
-        model=funnel.model, draws=200, chains=1, random_seed=5, progressbar=False, cores=1
+        model=funnel.model, draws=200, chains=1, random_seed=5, progressbar=False, cores=1,
+        conditional_start=False,
     )
     assert idata.sample_stats.attrs["init_annealed_chains"] == 1
     pilot_budget, compiled = budgets[0]

@@ -232,17 +232,17 @@ def test_spending_the_setup_budget_compiles_the_function_the_chains_use(model):
 
 @pytest.mark.parametrize("long", [True, False])
 def test_the_set_up_sends_the_chains_of_a_long_run_to_numba(model, monkeypatch, long):
-    from pymc_crais.samplers.engine import conditional_start, pipeline
+    from pymc_crais.samplers.engine import pipeline
     from pymc_crais.samplers.engine.model_density import ModelDensity
 
     monkeypatch.setattr(pipeline, "long_run_ahead", lambda cost, draws, attrs: long)
-    monkeypatch.setattr(conditional_start, "ENABLED", False)  # its pilot spends the budget
     budgets, for_chain = [], ModelDensity.for_chain
     monkeypatch.setattr(
         ModelDensity,
         "for_chain",
         lambda self: budgets.append(for_chain(self)._numpy_budget) or for_chain(self),
     )
-    pmc.sample_smc(model=model, draws=100, chains=2, cores=1, random_seed=1, progressbar=False)
+    pmc.sample_smc(model=model, draws=100, chains=2, cores=1, random_seed=1, progressbar=False,
+                   conditional_start=False)  # its pilot would spend the budget  # fmt: skip
     assert len(budgets) >= 2
     assert all(b == 0.0 for b in budgets) if long else all(b > 0.0 for b in budgets)

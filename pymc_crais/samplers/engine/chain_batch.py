@@ -28,12 +28,18 @@ __all__ = ["BatchGate", "GatedDensity", "run_chains_batched"]
 
 class _LockedDraw:
     """``draw(rng, n)`` one chain at a time (the compiled prior sampler is re-seeded and
-    called, which two threads must not interleave)."""
+    called, which two threads must not interleave). A draw that evaluates the chain's
+    density (``needs_density``: the conditional-Laplace start's Newton runs) calls no
+    compiled sampler and must not hold the lock: its evaluations wait at the gate for the
+    other chains'."""
 
     def __init__(self, draw, lock: threading.Lock):
         self.draw, self.lock = draw, lock
+        self.needs_density = bool(getattr(draw, "needs_density", False))
 
-    def __call__(self, rng, n):
+    def __call__(self, rng, n, *density):
+        if self.needs_density:
+            return self.draw(rng, n, *density)
         with self.lock:
             return self.draw(rng, n)
 

@@ -52,9 +52,9 @@ from .init_auto import DF, SCALE, khat
 
 __all__ = [
     "COPIES",
-    "ENABLED",
     "KHAT",
     "MAX_HYPER",
+    "MAX_LATENT",
     "N_GUARD",
     "PILOT_DRAWS",
     "ConditionalLaplaceDraw",
@@ -64,9 +64,6 @@ __all__ = [
     "smc_needs_conditional_start",
 ]
 
-ENABLED = True
-"""Whether ``sample_smc`` tries the start (a switch for benchmarks and tests that measure
-the rules without it: the annealed start, the NumPy stage's budget)."""
 MAX_HYPER = 8
 """The most hyperparameter coordinates (a Nelder–Mead search and a Student-t over them)."""
 COPIES = 4
@@ -78,8 +75,12 @@ KHAT = 0.7
 of its copies') is at most this: the run is one importance-sampling stage."""
 WIDE_WEIGHT, WIDE_SCALE, WIDE_DF = 0.2, 2.0, 3.0
 """The defensive component of the proposal over ``θ`` (:func:`_theta_proposal`)."""
-N_GUARD = 8
-"""Newton runs at ``θ̂`` from draws of the current start, to see a second latent mode."""
+N_GUARD = 16
+"""Newton runs at ``θ̂`` from draws of the current start (the prior where the Laplace fit
+failed; where it held, the joint mode search has already looked), to see a second mode."""
+MAX_LATENT = 1000
+"""The largest latent block (each ``θ`` draw's Newton run costs ``d_x + 1`` gradients a
+step and a ``d_x × d_x`` factorization)."""
 GUARD_DISTANCE = 1e-3
 """Whitened distance (in the first run's metric) beyond which two Newton ends differ."""
 REASON = (
@@ -100,7 +101,7 @@ def model_blocks(model, layout, *, scalars_latent: bool = False) -> Blocks | Non
         size = slot.stop - slot.start
         plain = model.rvs_to_transforms.get(rv) is None and (size > 1 or scalars_latent)
         (latent if plain else hyper).extend(range(slot.start, slot.stop))
-    if len(latent) < 2 or not hyper or len(hyper) > MAX_HYPER:
+    if not 2 <= len(latent) <= MAX_LATENT or not hyper or len(hyper) > MAX_HYPER:
         return None
     return Blocks(np.array(hyper), np.array(latent))
 
@@ -134,7 +135,7 @@ def smc_needs_conditional_start(setup) -> bool:
     (no mode search ran) or one whose Student-t pilot had k̂ above 0.7 with a single mode
     found, the model has a gradient and a latent block."""
     a = setup.attrs
-    if not ENABLED or a.get("init") != "auto" or not setup.model_density.has_gradient:
+    if a.get("init") != "auto" or not setup.model_density.has_gradient:
         return False
     n_modes = float(a.get("init_n_modes", np.nan))
     no_fit = a.get("init_choice") == "prior" and np.isnan(n_modes)
@@ -189,7 +190,9 @@ def _guard(md, blocks, fit, draws) -> str | None:
     diff = (ends.x[1:] - ends.x[0]) @ ends.chol[0]  # whitened by P = L Lᵀ at the first end
     dist = np.sqrt(np.sum(diff * diff, axis=1))
     if not np.all(np.isfinite(dist)) or np.any(dist > GUARD_DISTANCE):
-        return f"Newton runs at the hyperparameters' mode end apart (whitened {np.nanmax(dist):.3g})"
+        return (
+            f"Newton runs at the hyperparameters' mode end apart (whitened {np.nanmax(dist):.3g})"
+        )
     return None
 
 
@@ -214,8 +217,9 @@ def smc_conditional_start(setup):
              "n_logp_evals_conditional_start": int(md.n_evals - before)}  # fmt: skip
     if proposal is None:
         return setup, attrs
+    first = setup.attrs.get("init_choice")
     attrs.update(init_choice="conditional_laplace", init_reason=REASON,
-                 init_first_choice=setup.attrs.get("init_choice"), init_conditional_copies=COPIES)  # fmt: skip
+                 init_first_choice=first, init_conditional_copies=COPIES)  # fmt: skip
     new = copy.copy(setup)
     new.density, new.draw = md, ConditionalLaplaceDraw(proposal)
     return new, attrs
@@ -250,5 +254,8 @@ def _candidate(md, blocks, x0, guard_draws, rng):
             proposal, k, rv = refit, k2, rv2
     attrs["init_conditional_relvar"] = rv
     if not k <= KHAT:
-        return None, {**attrs, "init_conditional_reason": f"its pilot weights have k̂ {k:.2f} > {KHAT}"}
+        return None, {
+            **attrs,
+            "init_conditional_reason": f"its pilot weights have k̂ {k:.2f} > {KHAT}",
+        }
     return proposal, {**attrs, "init_conditional_reason": REASON}

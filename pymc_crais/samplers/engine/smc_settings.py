@@ -57,6 +57,7 @@ class SMCSettings:
     max_steps: int = 10_000
     init: object = "auto"
     init_kwargs: dict | None = None
+    conditional_start: bool = True
     kernel_kwargs: dict | None = None
     backend: str | None = None
     compile_kwargs: dict | None = None
@@ -111,6 +112,10 @@ class SMCSettings:
         if not (idle is None or (isinstance(idle, str) and idle == "auto")):
             idle = check_int(idle, "idle_mcmc_steps", 0, "or idle_mcmc_steps='auto' (or None)")
         max_steps = check_int(s.max_steps, "max_steps", 1, "e.g. max_steps=10000")
+        if not isinstance(s.conditional_start, bool | np.bool_):
+            raise TypeError(
+                f"conditional_start must be True or False, got {s.conditional_start!r}"
+            )
         if cr:  # the rule's options, before anything is compiled
             ConstantRateSchedule(1.0, min_step=s.min_step or 0.0, max_step=s.max_step or 0.125)
         return replace(
@@ -120,6 +125,21 @@ class SMCSettings:
             waste_free=waste_free,
             max_steps=max_steps,
             idle_mcmc_steps=idle,
+        )
+
+    def tries_conditional_start(self, persistent, path, alpha) -> bool:
+        """Whether the run may take the conditional-Laplace start: ``conditional_start``,
+        the ESS schedule at its default ``threshold`` and no ``n_steps`` (a start that
+        replaces the schedule by one stage must not override a schedule the user chose),
+        the geometric path and no persistent sampling."""
+        return bool(
+            self.conditional_start
+            and getattr(self.schedule, "name", self.schedule) == "ess"
+            and self.threshold == 0.5
+            and self.n_steps is None
+            and not persistent
+            and path == "geometric"
+            and float(alpha) == 0.0
         )
 
     def resolved_idle_mcmc_steps(self, persistent) -> int | None:
