@@ -164,7 +164,8 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
             cs["pareto_k"] = np.full(np.asarray(cs["tau"]).size, np.nan)
         # a start drawn in families (copies sharing a hyperparameter draw): one weight each
         fam_k = cs.get("pareto_k_families", np.nan)
-        cs["pareto_k_final"] = float(fam_k) if np.isfinite(fam_k) else pareto_khat(cs["log_weights"])
+        final = float(fam_k) if np.isfinite(fam_k) else pareto_khat(cs["log_weights"])
+        cs["pareto_k_final"] = final
         if init_tail is not None and laplace_start(attrs):
             cs["pareto_k_initial"] = pareto_khat_from_tail(init_tail, n)
         row = chain_row(cs)

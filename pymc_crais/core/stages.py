@@ -143,8 +143,9 @@ def result(loop: LoopState, path: AnnealingPath, options, n_evals: int) -> Annea
     """The run's :class:`AnnealResult` (the ancestry variance of ``log Ẑ``)."""
     multinomial = options.resampling.scheme == "multinomial"
     within = ancestry_variance(
-        loop.log_w, loop.eve, loop.n_resamplings, multinomial=multinomial, n_families=loop.n_families
-    )
+        loop.log_w, loop.eve, loop.n_resamplings,
+        multinomial=multinomial, n_families=loop.n_families,
+    )  # fmt: skip
     return loop.records.result(
         loop,
         path,

@@ -125,7 +125,8 @@ def sample_smc(
         latent block given a few hyperparameters, with the default ESS schedule, the run may
         be one importance stage from the conditional-Laplace start, ``init_choice ==
         "conditional_laplace"``, docs/algorithms.md, "The conditional-Laplace start";
-        ``False`` keeps the rules without it); ``kernel_kwargs`` (a dict of the kernel's own options);
+        ``False`` keeps the rules without it); ``kernel_kwargs`` (a dict of the kernel's own
+        options);
         ``max_step``, ``min_step``, ``max_steps``; ``backend``, ``compile_kwargs``,
         ``mp_ctx``, ``executor``, ``memory_budget``, ``scale_shift``; ``path``
         (``"geometric"`` default, or ``"moment_averaging"``) and ``path_kwargs``, as in
