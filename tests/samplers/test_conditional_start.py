@@ -182,3 +182,18 @@ def test_batched_chains_with_jax_draw_from_the_start(centred):
     jax = pmc.sample_smc(backend="jax", **kw)["sample_stats"]
     assert jax.attrs["init_choice"] == "conditional_laplace"
     assert np.isfinite(jax["log_marginal_likelihood"].values).all()
+
+
+def test_crais_takes_the_start_as_its_one_step_run_when_it_meets_the_target(centred):
+    kw = {"model": centred.model, "draws": 400, "chains": 2, "cores": 1, "progressbar": False}
+    res = pmc.sample_crais(random_seed=5, target_mcse=0.06, **kw)  # 2 × 100 families
+    attrs = res["sample_stats"].attrs
+    assert attrs["init_choice"] == "conditional_laplace" and attrs["schedule"] == "one_step"
+    assert attrs["predicted_mcse"] == attrs["init_conditional_predicted_mcse"] <= 0.06
+    lz, se = pmc.log_marginal_likelihood(res)
+    assert abs(lz - centred.log_z) < max(4 * se, 0.05)
+    # a target its pilot cannot promise: the start is not kept, CR-AIS anneals as before
+    tight = pmc.sample_crais(random_seed=5, target_mcse=1e-4, n_tune_steps=8, max_steps=16, **kw)
+    a = tight["sample_stats"].attrs
+    assert a["init_choice"] != "conditional_laplace"
+    assert "target_mcse" in a["init_conditional_reason"]

@@ -60,6 +60,7 @@ __all__ = [
     "ConditionalLaplaceDraw",
     "candidate_blocks",
     "model_blocks",
+    "one_step_conditional_start",
     "smc_conditional_start",
     "smc_needs_conditional_start",
 ]
@@ -223,6 +224,29 @@ def smc_conditional_start(setup):
     new = copy.copy(setup)
     new.density, new.draw = md, ConditionalLaplaceDraw(proposal)
     return new, attrs
+
+
+def one_step_conditional_start(setup, target_mcse: float):
+    """CR-AIS's use of the start: ``(setup, attrs, predicted MCSE or None)``. Its one-step
+    run (importance sampling, then moves at τ = 1) is the only run that can leave from this
+    proposal, whose density is known only at its own draws; so the start is kept only when
+    the kept pilot's relative variance predicts a pooled MCSE within ``target_mcse`` for the
+    run's chains. Otherwise ``setup`` is returned as it was (the attributes say why)."""
+    new, attrs = smc_conditional_start(setup)
+    if attrs.get("init_choice") != "conditional_laplace":
+        return setup, attrs, None
+    copies = next(c for c in range(COPIES, 0, -1) if setup.draws % c == 0)
+    families = setup.draws // copies * setup.chains
+    mcse = float(np.sqrt(attrs["init_conditional_relvar"] / families))
+    attrs["init_conditional_predicted_mcse"] = mcse
+    if mcse <= target_mcse:
+        return new, attrs, mcse
+    for key in ("init_choice", "init_reason", "init_first_choice", "init_conditional_copies"):
+        attrs.pop(key, None)
+    attrs["init_conditional_reason"] = (
+        f"its one-step run is predicted an MCSE of {mcse:.3g} > target_mcse {target_mcse:.3g}"
+    )
+    return setup, attrs, None
 
 
 def _relvar(lw) -> float:

@@ -27,6 +27,7 @@ from ...core.schedules.run_length import (
 from ...warnings import MaxStepsWarning, user_stacklevel
 from .anneal_chain import AnnealPlan
 from .annealed_start import anneal_if_far
+from .conditional_start import one_step_conditional_start
 from .kernel_choice import one_step_kernel
 from .options import RunArguments, RunOptions, check_int, check_rate, is_auto
 from .pipeline import kernel_attributes, prepare
@@ -243,6 +244,12 @@ def plan_crais(settings: CRAISSettings) -> AnnealPlan:
     # they already meet the target, that is the final run (no pilot, no tuning run)
     points: list[LengthPoint] = []
     if auto_length:
+        if float(alpha) == 0.0:  # latent-Gaussian structure: one step from that start
+            setup, found, mcse = one_step_conditional_start(setup, target_mcse)
+            attrs.update(found)
+            if mcse is not None:
+                attrs["n_logp_evals_start"] = found["n_logp_evals_conditional_start"]
+                return _one_step_plan(setup, alpha, attrs, mcse, final_mcmc_steps, t_start)
         # far from the posterior, an SMC run may find a closer start (annealed_start)
         setup, start, found = anneal_if_far(setup, start_length_point(setup), target_mcse)
         attrs.update(start.attrs, **found)
