@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ..core.anneal import AnnealOptions
 from ..core.paths import make_path
@@ -10,7 +11,7 @@ from ..core.schedules import Schedule
 from ..core.schedules.adaptive import ConstantRateSchedule
 from .engine.anneal_chain import AnnealPlan
 from .engine.annealed_start import smc_annealed_start
-from .engine.conditional_start import smc_conditional_start
+from .engine.conditional_start import CONDITIONAL_MAX_MCMC_STEPS, smc_conditional_start
 from .engine.options import RunOptions, check_int, check_rate, is_auto
 from .engine.path_option import build_path, check_path
 from .engine.persistent_option import check_persistent, persistent_stages
@@ -275,6 +276,11 @@ def plan_smc(
             )
             attrs.update(sched.describe())
     stages = persistent_stages(persistent, setup) if persistent else None
+    if conditional and "max_mcmc_steps" not in kernel_kwargs:
+        # its draws are already weighted posterior draws: the moves at τ = 1 only break up
+        # the copies the final resampling makes (CR-AIS's one-step run makes one transition)
+        st = replace(st, max_mcmc_steps=CONDITIONAL_MAX_MCMC_STEPS)
+        attrs["max_mcmc_steps"] = CONDITIONAL_MAX_MCMC_STEPS
     run_options = st.anneal_options(persistent, stages)
     built = build_path(setup, path, alpha, c, attrs, path_kwargs)
     # a second run from the refit start needs a path and stages that do not depend on q0

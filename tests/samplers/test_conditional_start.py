@@ -136,6 +136,9 @@ def test_a_centred_model_takes_the_start_and_is_right(centred, runs):
     assert abs(lz - centred.log_z) < max(4 * se, 0.05)
     ss = res["sample_stats"]
     assert (ss["n_stages"].values == 1).all()  # one importance stage, moves at τ = 1
+    # its draws are weighted posterior draws already: at most 3 transitions break up copies
+    assert attrs["max_mcmc_steps"] == cs.CONDITIONAL_MAX_MCMC_STEPS == 3
+    assert (ss["mcmc_steps"].values[:, 0] <= 3).all()
     assert np.isfinite(ss["pareto_k_families"].values).all()
     # the Newton runs of each chain are counted in its evaluations, the pilot's at the run level
     assert attrs["n_logp_evals_conditional_start"] > 0

@@ -52,6 +52,7 @@ from .init_auto import DF, SCALE, khat
 
 __all__ = [
     "COPIES",
+    "CONDITIONAL_MAX_MCMC_STEPS",
     "KHAT",
     "MAX_HYPER",
     "MAX_LATENT",
@@ -84,6 +85,11 @@ MAX_LATENT = 1000
 step and a ``d_x × d_x`` factorization)."""
 GUARD_DISTANCE = 1e-3
 """Whitened distance (in the first run's metric) beyond which two Newton ends differ."""
+CONDITIONAL_MAX_MCMC_STEPS = 3
+"""``sample_smc``'s cap on the transitions at τ = 1 after this start, unless the user set
+``max_mcmc_steps``: its weighted draws are posterior draws already, and the moves only break
+up the copies that the final resampling makes (on the latent GP the default cap of 20 made
+the moves most of the run's cost)."""
 REASON = (
     "latent-Gaussian structure: hyperparameters from a Student-t at their Laplace marginal's "
     "mode, the latent block from its conditional Laplace fit (one importance stage)"
