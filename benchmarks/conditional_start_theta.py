@@ -28,10 +28,17 @@ def main() -> None:
     warnings.simplefilter("ignore")
     from pymc_crais.core.conditional_laplace import ConditionalLaplace, fit_hyper
     from pymc_crais.samplers.engine.compile import (
-        compile_model_density, initial_point_vector, parameter_layout,
+        compile_model_density,
+        initial_point_vector,
+        parameter_layout,
     )  # fmt: skip
     from pymc_crais.samplers.engine.conditional_start import (
-        _refit, _relvar, _theta_proposal, _weights, candidate_blocks, khat,
+        _refit,
+        _relvar,
+        _theta_proposal,
+        _weights,
+        candidate_blocks,
+        khat,
     )  # fmt: skip
     from pymc_crais.validation import get_case
 
