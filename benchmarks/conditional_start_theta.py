@@ -27,6 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     from pymc_crais.core.conditional_laplace import ConditionalLaplace, fit_hyper
+    from pymc_crais.core.schedules.run_length import relative_variance
     from pymc_crais.samplers.engine.compile import (
         compile_model_density,
         initial_point_vector,
@@ -34,7 +35,6 @@ def main() -> None:
     )  # fmt: skip
     from pymc_crais.samplers.engine.conditional_start import (
         _refit,
-        _relvar,
         _theta_proposal,
         _weights,
         candidate_blocks,
@@ -60,8 +60,8 @@ def main() -> None:
                 start, lw = _weights(p, rng, md, 1000)
                 nxt = _refit(fit, p, start, lw)
                 big, lwb = _weights(p, rng, md, args.big)
-                print(f"  seed {seed} refit {it}: pilot relvar {_relvar(lw):.2f}, "
-                      f"{args.big}-draw relvar {_relvar(lwb):.2f}, k̂ {khat(lwb):.2f}")  # fmt: skip
+                print(f"  seed {seed} refit {it}: pilot relvar {relative_variance(lw):.2f}, "
+                      f"{args.big}-draw relvar {relative_variance(lwb):.2f}, k̂ {khat(lwb):.2f}")  # fmt: skip
                 if it == 0:
                     theta = big.x[np.unique(big.family, return_index=True)[1]][:, b.hyper]
                     w = np.exp(lwb - lwb.max())

@@ -50,6 +50,7 @@ __all__ = [
     "LatentFit",
     "WeightedStart",
     "family_log_weights",
+    "family_size",
     "fit_hyper",
     "laplace_marginal",
     "latent_newton",
@@ -106,6 +107,12 @@ class WeightedStart:
     log_q0: np.ndarray
     family: np.ndarray
     n_evals: int = 0
+
+
+def family_size(n: int, copies: int) -> int:
+    """The copies per family when ``n`` draws are made in equal families of at most
+    ``copies``: the largest divisor of ``n`` not above it."""
+    return next(c for c in range(int(copies), 0, -1) if int(n) % c == 0)
 
 
 def family_log_weights(log_weights: np.ndarray, family: np.ndarray) -> np.ndarray:
@@ -289,7 +296,6 @@ class HyperFit:
     mode: np.ndarray
     cov: np.ndarray
     x_at_mode: np.ndarray
-    log_marginal_at_mode: float
     n_evals: int
     problem: str | None = None
 
@@ -314,14 +320,14 @@ def fit_hyper(
         return -float(v[0])
 
     if not np.isfinite(neg(theta0)):
-        return HyperFit(theta0, np.eye(dt), warm["x"], -np.inf, int(density.n_evals - before),
+        return HyperFit(theta0, np.eye(dt), warm["x"], int(density.n_evals - before),
                         "the Laplace marginal is not finite at the initial point")  # fmt: skip
     res = optimize.minimize(
         neg, theta0, method="Nelder-Mead",
         options={"xatol": 1e-4, "fatol": 1e-6, "maxfev": maxfev or 200 * max(dt, 1)},
     )  # fmt: skip
     mode = res.x
-    top = neg(mode)
+    neg(mode)  # the latent mode at θ̂: where every later Newton run starts
     e = np.eye(dt) * fd_step
     pts = [mode]
     for i in range(dt):
@@ -342,8 +348,8 @@ def fit_hyper(
     elif np.any(np.linalg.eigvalsh(-hess) <= 0):
         problem = "the Laplace marginal has no interior mode (its Hessian is not negative definite)"
     if problem:
-        return HyperFit(mode, np.eye(dt), warm["x"], -top, n, problem)
-    return HyperFit(mode, np.linalg.inv(-hess), warm["x"], -top, n)
+        return HyperFit(mode, np.eye(dt), warm["x"], n, problem)
+    return HyperFit(mode, np.linalg.inv(-hess), warm["x"], n)
 
 
 @dataclass(frozen=True)
@@ -366,7 +372,7 @@ class ConditionalLaplace:
         copies each, ``c`` the largest divisor of ``n`` up to ``copies`` (equal families)."""
         before = density.n_evals
         n = int(n)
-        copies = next(c for c in range(self.copies, 0, -1) if n % c == 0)
+        copies = family_size(n, self.copies)
         n_theta = n // copies
         theta = self.theta.draw(rng, n_theta)
         dx = self.blocks.latent.size
@@ -376,9 +382,8 @@ class ConditionalLaplace:
             rows = theta[i : i + chunk]
             x0 = np.repeat(self.x_start[None], len(rows), axis=0)
             fits.append(latent_newton(density, self.blocks, rows, x0, max_iter=self.max_iter))
-        parts = [
-            np.concatenate([getattr(f, k) for f in fits]) for k in ("x", "chol", "log_density")
-        ]
+        keys = ("x", "chol", "log_density")
+        parts = (np.concatenate([getattr(f, k) for f in fits]) for k in keys)
         fit = LatentFit(*parts, max(f.n_iter for f in fits))
         z = rng.standard_normal((n_theta, copies, dx))
         lt = np.swapaxes(fit.chol, 1, 2)
@@ -386,15 +391,10 @@ class ConditionalLaplace:
         for i in range(n_theta):  # x = m + L^{-T} z: covariance (L Lᵀ)^{-1}
             x[i] = solve_triangular(lt[i], z[i].T, lower=False, check_finite=False).T
         x += fit.x[:, None, :]
-        log_n = (
-            -0.5 * dx * LOG_2PI + 0.5 * fit.log_det_precision[:, None] - 0.5 * np.sum(z * z, axis=2)
-        )
+        log_n = -0.5 * dx * LOG_2PI + 0.5 * fit.log_det_precision[:, None]
+        log_n = log_n - 0.5 * np.sum(z * z, axis=2)
         log_q = self.theta.logpdf(theta)[:, None] + log_n
         points = self.blocks.join(np.repeat(theta[:, None, :], copies, axis=1), x)
         family = np.repeat(np.arange(n_theta), copies)
-        return WeightedStart(
-            points.reshape(-1, self.blocks.dim),
-            log_q.ravel(),
-            family,
-            int(density.n_evals - before),
-        )
+        n_evals = int(density.n_evals - before)
+        return WeightedStart(points.reshape(-1, self.blocks.dim), log_q.ravel(), family, n_evals)

@@ -237,7 +237,7 @@ def plan_smc(
     n_annealed = 0
     conditional = False
     if not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0:
-        if st.tries_conditional_start(persistent, path, alpha):
+        if st.tries_conditional_start():
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start
             setup, found = smc_conditional_start(setup)
             attrs.update(found)

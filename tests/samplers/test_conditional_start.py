@@ -102,7 +102,7 @@ def test_the_guard_sees_a_second_latent_mode():
                                grad_log_q0=np.zeros_like, grad_log_target=grad)  # fmt: skip
 
     blocks = Blocks(np.array([0]), np.array([1]))
-    fit = HyperFit(np.zeros(1), np.eye(1), np.array([2.5]), 0.0, 0)
+    fit = HyperFit(np.zeros(1), np.eye(1), np.array([2.5]), 0)
     starts = np.array([[0.0, -4.0], [0.0, 4.0], [0.0, -2.0]])
     assert "apart" in cs._guard(make(True), blocks, fit, starts)
     assert cs._guard(make(False), blocks, fit, starts) is None

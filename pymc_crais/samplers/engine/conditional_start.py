@@ -41,18 +41,20 @@ from ...core.conditional_laplace import (
     Blocks,
     ConditionalLaplace,
     family_log_weights,
+    family_size,
     fit_hyper,
     latent_newton,
 )
 from ...core.initial import StudentTInitial
 from ...core.mode_mixture import StudentTMixture
+from ...core.schedules.run_length import relative_variance
 from ...core.weights import normalized_weights
 from .compile import initial_point_vector
 from .init_auto import DF, SCALE, khat
 
 __all__ = [
-    "COPIES",
     "CONDITIONAL_MAX_MCMC_STEPS",
+    "COPIES",
     "KHAT",
     "MAX_HYPER",
     "MAX_LATENT",
@@ -241,8 +243,7 @@ def one_step_conditional_start(setup, target_mcse: float):
     new, attrs = smc_conditional_start(setup)
     if attrs.get("init_choice") != "conditional_laplace":
         return setup, attrs, None
-    copies = next(c for c in range(COPIES, 0, -1) if setup.draws % c == 0)
-    families = setup.draws // copies * setup.chains
+    families = setup.draws // family_size(setup.draws, COPIES) * setup.chains
     mcse = float(np.sqrt(attrs["init_conditional_relvar"] / families))
     attrs["init_conditional_predicted_mcse"] = mcse
     if mcse <= target_mcse:
@@ -253,12 +254,6 @@ def one_step_conditional_start(setup, target_mcse: float):
         f"its one-step run is predicted an MCSE of {mcse:.3g} > target_mcse {target_mcse:.3g}"
     )
     return setup, attrs, None
-
-
-def _relvar(lw) -> float:
-    """The relative variance ``Σ W² · M − 1`` of family weights (the pilot's precision)."""
-    w = normalized_weights(lw)
-    return float(np.sum(w * w) * w.size - 1.0) if np.all(np.isfinite(w)) else np.inf
 
 
 def _candidate(md, blocks, x0, guard_draws, rng):
@@ -273,12 +268,12 @@ def _candidate(md, blocks, x0, guard_draws, rng):
         return None, {**attrs, "init_conditional_reason": why}
     proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES)
     start, lw = _weights(proposal, rng, md, PILOT_DRAWS)
-    k, rv = khat(lw), _relvar(lw)
+    k, rv = khat(lw), relative_variance(lw)
     attrs["init_conditional_pareto_k"] = k
     refit = _refit(fit, proposal, start, lw)
     if refit is not None:
         _, lw2 = _weights(refit, rng, md, PILOT_DRAWS)
-        k2, rv2 = khat(lw2), _relvar(lw2)
+        k2, rv2 = khat(lw2), relative_variance(lw2)
         attrs["init_conditional_pareto_k_refit"] = k2
         if k2 <= KHAT and (rv2 < rv or not k <= KHAT):
             proposal, k, rv = refit, k2, rv2

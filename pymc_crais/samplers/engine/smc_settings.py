@@ -127,19 +127,16 @@ class SMCSettings:
             idle_mcmc_steps=idle,
         )
 
-    def tries_conditional_start(self, persistent, path, alpha) -> bool:
-        """Whether the run may take the conditional-Laplace start: ``conditional_start``,
-        the ESS schedule at its default ``threshold`` and no ``n_steps`` (a start that
-        replaces the schedule by one stage must not override a schedule the user chose),
-        the geometric path and no persistent sampling."""
+    def tries_conditional_start(self) -> bool:
+        """Whether the run may take the conditional-Laplace start (on the geometric path
+        without persistent sampling, which the caller checks): ``conditional_start``, the
+        ESS schedule at its default ``threshold`` and no ``n_steps`` (a start that replaces
+        the schedule by one stage must not override a schedule the user chose)."""
         return bool(
             self.conditional_start
             and getattr(self.schedule, "name", self.schedule) == "ess"
             and self.threshold == 0.5
             and self.n_steps is None
-            and not persistent
-            and path == "geometric"
-            and float(alpha) == 0.0
         )
 
     def resolved_idle_mcmc_steps(self, persistent) -> int | None:
