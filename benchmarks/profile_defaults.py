@@ -48,6 +48,11 @@ PHASES = (
     ("    pilot k-hat", "pymc_crais.samplers.engine.init_auto", "pilot_khat"),
     ("scale-shift pilot", "pymc_crais.samplers.smc", "scale_shift_pilot"),
     ("annealed start", "pymc_crais.samplers.smc", "smc_annealed_start"),
+    ("conditional start (fit + pilots)", "pymc_crais.samplers.smc", "smc_conditional_start"),
+    ("  hyperparameter fit", "pymc_crais.samplers.engine.conditional_start", "fit_hyper"),
+    ("conditional draws (all)", "pymc_crais.core.conditional_laplace", "ConditionalLaplace.draw"),
+    ("  latent Newton (all)", "pymc_crais.core.conditional_laplace", "latent_newton"),
+    ("moves at the target (all)", "pymc_crais.core.stages", "StageStrategy.move"),
     ("chains (annealing)", "pymc_crais.samplers.engine.anneal_chain", "run_anneal_chains"),
     ("finish", "pymc_crais.samplers.engine.anneal_chain", "finish"),
     ("  diagnostics (check_chains)", "pymc_crais.diagnostics", "check_chains"),
@@ -92,7 +97,9 @@ def _worker(case: str, cores: int | None, chains: int, repeat: int, warm_session
 
     for label, mod, attr in PHASES:
         m = importlib.import_module(mod)
-        setattr(m, attr, wrap(label, getattr(m, attr)))
+        owner, _, name = attr.rpartition(".")  # "Class.method": wrapped on the class
+        target = getattr(m, owner) if owner else m
+        setattr(target, name, wrap(label, getattr(target, name)))
     # PyTensor's graph rewrites inside every compilation of the call (a static method)
     from pytensor.compile.maker import FunctionMaker
 

@@ -126,7 +126,11 @@ def _counting_imh():
 
 INIT_ATTRS = ("init", "init_choice", "init_reason", "init_pareto_k", "init_n_modes",
               "init_annealed_pareto_k", "init_annealed_pareto_k_wide", "init_annealed_stages",
-              "n_logp_evals_annealed_start")  # fmt: skip
+              "n_logp_evals_annealed_start", "init_conditional_copies", "init_conditional_relvar",
+              "init_conditional_pareto_k", "init_conditional_pareto_k_refit",
+              "init_conditional_between", "init_conditional_within",
+              "init_conditional_predicted_mcse", "init_conditional_splits",
+              "n_logp_evals_conditional_start")  # fmt: skip
 
 
 def _plain(v):

@@ -40,6 +40,7 @@ from scipy import optimize
 from scipy.linalg import solve_triangular
 
 from .density import BatchedDensity
+from .families import family_size
 from .initial import StudentTInitial
 from .mode_mixture import StudentTMixture
 
@@ -49,8 +50,6 @@ __all__ = [
     "HyperFit",
     "LatentFit",
     "WeightedStart",
-    "family_log_weights",
-    "family_size",
     "fit_hyper",
     "laplace_marginal",
     "latent_newton",
@@ -107,26 +106,6 @@ class WeightedStart:
     log_q0: np.ndarray
     family: np.ndarray
     n_evals: int = 0
-
-
-def family_size(n: int, copies: int) -> int:
-    """The copies per family when ``n`` draws are made in equal families of at most
-    ``copies``: the largest divisor of ``n`` not above it."""
-    return next(c for c in range(int(copies), 0, -1) if int(n) % c == 0)
-
-
-def family_log_weights(log_weights: np.ndarray, family: np.ndarray) -> np.ndarray:
-    """One log-weight per family, the log of the mean of its members' weights (families
-    numbered ``0..M-1``, every one present): the independent units of a start drawn in
-    families, whose Pareto k̂ is the meaningful one (copies of one exact conditional carry
-    equal weights, and ties distort a tail fit)."""
-    lw = np.asarray(log_weights, dtype=np.float64)
-    fam = np.asarray(family)
-    top = np.max(lw) if np.any(np.isfinite(lw)) else 0.0
-    total = np.bincount(fam, weights=np.exp(lw - top))
-    count = np.bincount(fam)
-    with np.errstate(divide="ignore"):
-        return np.log(total / count) + top
 
 
 def _log_density_and_grad(density: BatchedDensity, points: np.ndarray):

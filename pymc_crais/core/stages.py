@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..warnings import MaxStepsWarning, user_stacklevel
-from .conditional_laplace import family_log_weights
 from .estimators import ancestry_variance
+from .families import family_log_weights
 from .kernels.kernel_base import KernelInfo
 from .kernels.moves import MoveResult
 from .particles import ParticleState
@@ -133,7 +133,7 @@ def adopt(loop: LoopState, moved: MoveResult) -> MoveResult:
 
 def _units(loop: LoopState) -> np.ndarray:
     """The log-weights of the run's independent units: one per family when the start drew
-    its particles in families (:func:`~pymc_crais.core.conditional_laplace.family_log_weights`)."""
+    its particles in families (:func:`~pymc_crais.core.families.family_log_weights`)."""
     if loop.n_families is None or loop.n_families == loop.log_w.size:
         return loop.log_w
     return family_log_weights(loop.log_w, np.unique(loop.eve, return_inverse=True)[1])

@@ -13,7 +13,6 @@ from pymc_crais.core.conditional_laplace import (
     Blocks,
     ConditionalLaplace,
     WeightedStart,
-    family_log_weights,
     fit_hyper,
     laplace_marginal,
     latent_newton,
@@ -120,11 +119,6 @@ def test_the_draws_carry_their_exact_log_density_in_families():
     # the copies of an exact conditional carry one weight (up to the Hessian's rounding)
     lw = log_target(start.x) - start.log_q0
     assert np.ptp(lw[:2]) < 1e-6
-
-
-def test_family_log_weights_average_each_family():
-    lw = np.log(np.array([1.0, 3.0, 2.0, 2.0, 8.0]))
-    np.testing.assert_allclose(family_log_weights(lw, np.array([0, 0, 1, 1, 2])), np.log([2, 2, 8]))
 
 
 def test_the_ancestry_variance_counts_families_drawn_together():

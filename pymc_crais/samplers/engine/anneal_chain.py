@@ -16,7 +16,7 @@ import numpy as np
 
 from ...chain_result import ChainResult
 from ...core.anneal import AnnealOptions, AnnealResult, StageView, anneal_stages, drive_stages
-from ...core.conditional_laplace import family_log_weights
+from ...core.families import family_log_weights
 from ...core.kernels import MutationKernel
 from ...core.resampling import systematic
 from ...core.schedules import Schedule

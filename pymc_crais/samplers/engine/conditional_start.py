@@ -17,10 +17,20 @@ conditional, by Newton's method for each drawn ``θ``. It is kept when
    a Student-t at the fit (or the refit) with a wider one at the fit (:func:`_theta_proposal`).
 
 The run then has one stage: its chains draw from the proposal (each ``θ`` draw with
-:data:`COPIES` draws of ``x``), weight the draws exactly against the posterior, and move
-them at ``τ = 1`` (:func:`pymc_crais.core.anneal.anneal_stages` with a
+``c`` draws of ``x``), weight the draws exactly against the posterior, and move them at
+``τ = 1`` (:func:`pymc_crais.core.anneal.anneal_stages` with a
 :class:`~pymc_crais.core.conditional_laplace.WeightedStart`). ``log Ẑ`` is the
 importance-sampling estimate, its error the weights' (a family per ``θ`` draw).
+
+The copies ``c``: the pilots draw :data:`COPIES` per ``θ``; a Newton run costs ``d_x + 1``
+gradients a step, a copy one evaluation. Where the kept pilot's weights are light-tailed
+(k̂ ≤ :data:`TRUST_KHAT`), its split of their variance into the part ``θ`` decides and the
+part the copies average out (:mod:`pymc_crais.core.families`) gives the most copies, up to
+:data:`MAX_COPIES`, whose run is predicted to meet the target error (``target_mcse``,
+:data:`~pymc_crais.samplers.engine.start_point.DEFAULT_TARGET_MCSE` for ``sample_smc``):
+fewer Newton runs where the ``θ`` proposal fits. The same prediction skips work that cannot
+make the run cheaper: the refit pilot, and the second split, when a pilot already meets the
+target at :data:`MAX_COPIES`.
 
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
@@ -37,13 +47,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...core.conditional_laplace import (
-    Blocks,
-    ConditionalLaplace,
+from ...core.conditional_laplace import Blocks, ConditionalLaplace, fit_hyper, latent_newton
+from ...core.families import (
+    copies_for_mcse,
     family_log_weights,
     family_size,
-    fit_hyper,
-    latent_newton,
+    family_variances,
+    predicted_family_mcse,
 )
 from ...core.initial import StudentTInitial
 from ...core.mode_mixture import StudentTMixture
@@ -51,15 +61,18 @@ from ...core.schedules.run_length import relative_variance
 from ...core.weights import normalized_weights
 from .compile import initial_point_vector
 from .init_auto import DF, SCALE, khat
+from .start_point import DEFAULT_TARGET_MCSE
 
 __all__ = [
     "CONDITIONAL_MAX_MCMC_STEPS",
     "COPIES",
     "KHAT",
+    "MAX_COPIES",
     "MAX_HYPER",
     "MAX_LATENT",
     "N_GUARD",
     "PILOT_DRAWS",
+    "TRUST_KHAT",
     "ConditionalLaplaceDraw",
     "candidate_blocks",
     "model_blocks",
@@ -71,7 +84,14 @@ __all__ = [
 MAX_HYPER = 8
 """The most hyperparameter coordinates (a Nelder–Mead search and a Student-t over them)."""
 COPIES = 4
-"""Draws of ``x`` per draw of ``θ`` (one Newton run serves them)."""
+"""Draws of ``x`` per draw of ``θ`` (one Newton run serves them) in the pilots, and the
+fewest in a run."""
+MAX_COPIES = 16
+"""The most draws of ``x`` per draw of ``θ`` in a run (at least ``draws / 16`` distinct
+``θ`` per chain before the moves)."""
+TRUST_KHAT = 0.5
+"""A pilot's weights predict the run's error (and so its copies) only where their family
+k̂ is at most this; above it the run keeps :data:`COPIES`."""
 PILOT_DRAWS = 1000
 """Draws of each pilot whose weights' Pareto k̂ is measured."""
 KHAT = 0.7
@@ -153,12 +173,39 @@ def smc_needs_conditional_start(setup) -> bool:
 
 
 def _weights(proposal, rng, md, n):
-    """A pilot: its draws and their family-level log-weights (one per ``θ`` draw)."""
+    """A pilot: its draws, their family-level log-weights (one per ``θ`` draw) and the
+    ``(B, W)`` split of their variance (:func:`~pymc_crais.core.families.family_variances`)."""
     start = proposal.draw(rng, n, md)
     ev = md.evaluate(start.x, gradient=False)
     with np.errstate(invalid="ignore"):
         lw = ev.log_q0 + ev.delta - start.log_q0
-    return start, family_log_weights(np.where(np.isfinite(lw), lw, -np.inf), start.family)
+    lw = np.where(np.isfinite(lw), lw, -np.inf)
+    return start, family_log_weights(lw, start.family), family_variances(lw, start.family)
+
+
+class _Target:
+    """The run a start is sized for: ``draws`` a chain, ``chains``, ``target_mcse``."""
+
+    def __init__(self, draws: int, chains: int, target_mcse: float):
+        self.draws, self.chains, self.mcse = int(draws), int(chains), float(target_mcse)
+
+    def copies(self, k: float, split: tuple[float, float]) -> int:
+        """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``."""
+        if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
+            return family_size(self.draws, COPIES)
+        return copies_for_mcse(
+            *split, self.draws, self.chains, self.mcse, low=COPIES, high=MAX_COPIES
+        )
+
+    def predicted(self, split: tuple[float, float], copies: int) -> float:
+        return predicted_family_mcse(*split, copies, self.draws * self.chains)
+
+    def met_at_most_copies(self, k: float, split: tuple[float, float]) -> bool:
+        """Whether no other pilot could make the run cheaper: the most copies meet the target."""
+        c = family_size(self.draws, MAX_COPIES)
+        return bool(
+            k <= TRUST_KHAT and self.copies(k, split) == c and self.predicted(split, c) <= self.mcse
+        )
 
 
 def _theta_proposal(fit, mean=None, cov=None) -> StudentTMixture:
@@ -205,10 +252,11 @@ def _guard(md, blocks, fit, draws) -> str | None:
     return None
 
 
-def smc_conditional_start(setup):
+def smc_conditional_start(setup, target_mcse: float = DEFAULT_TARGET_MCSE):
     """``(setup, attrs)``: ``setup`` with the conditional-Laplace start when it is kept
     (``attrs["init_choice"] == "conditional_laplace"``), else unchanged; ``attrs`` records
-    what was tried (empty when nothing was)."""
+    what was tried (empty when nothing was). The run's copies per ``θ`` are sized for
+    ``target_mcse`` (module docstring)."""
     if not smc_needs_conditional_start(setup):
         return setup, {}
     splits = candidate_blocks(setup.model, setup.layout)
@@ -219,16 +267,23 @@ def smc_conditional_start(setup):
     before = md.n_evals
     x0 = initial_point_vector(setup.model, setup.layout)
     guard_draws = setup.draw(rng, N_GUARD)
-    tried = [_candidate(md, b, x0, guard_draws, rng) for b in splits]
+    target = _Target(setup.draws, setup.chains, target_mcse)
+    tried = []
+    for b in splits:
+        proposal, attrs = _candidate(md, b, x0, guard_draws, rng, target)
+        enough = attrs.pop("_enough", False)
+        tried.append((proposal, attrs))
+        if enough:
+            break  # another split cannot make the run cheaper
     kept = [t for t in tried if t[0] is not None]
     proposal, attrs = min(kept, key=lambda t: t[1]["init_conditional_relvar"]) if kept else tried[0]
-    attrs = {**attrs, "init_conditional_splits": len(splits),
+    attrs = {**attrs, "init_conditional_splits": len(tried),
              "n_logp_evals_conditional_start": int(md.n_evals - before)}  # fmt: skip
     if proposal is None:
         return setup, attrs
     first = setup.attrs.get("init_choice")
     attrs.update(init_choice="conditional_laplace", init_reason=REASON,
-                 init_first_choice=first, init_conditional_copies=COPIES)  # fmt: skip
+                 init_first_choice=first, init_conditional_copies=proposal.copies)  # fmt: skip
     new = copy.copy(setup)
     new.density, new.draw = md, ConditionalLaplaceDraw(proposal)
     return new, attrs
@@ -238,14 +293,13 @@ def one_step_conditional_start(setup, target_mcse: float):
     """CR-AIS's use of the start: ``(setup, attrs, predicted MCSE or None)``. Its one-step
     run (importance sampling, then moves at τ = 1) is the only run that can leave from this
     proposal, whose density is known only at its own draws; so the start is kept only when
-    the kept pilot's relative variance predicts a pooled MCSE within ``target_mcse`` for the
-    run's chains. Otherwise ``setup`` is returned as it was (the attributes say why)."""
-    new, attrs = smc_conditional_start(setup)
+    the kept pilot predicts a pooled MCSE within ``target_mcse`` for the run's chains (at
+    the copies chosen for it). Otherwise ``setup`` is returned as it was (the attributes say
+    why)."""
+    new, attrs = smc_conditional_start(setup, target_mcse)
     if attrs.get("init_choice") != "conditional_laplace":
         return setup, attrs, None
-    families = setup.draws // family_size(setup.draws, COPIES) * setup.chains
-    mcse = float(np.sqrt(attrs["init_conditional_relvar"] / families))
-    attrs["init_conditional_predicted_mcse"] = mcse
+    mcse = float(attrs["init_conditional_predicted_mcse"])
     if mcse <= target_mcse:
         return new, attrs, mcse
     for key in ("init_choice", "init_reason", "init_first_choice", "init_conditional_copies"):
@@ -256,8 +310,10 @@ def one_step_conditional_start(setup, target_mcse: float):
     return setup, attrs, None
 
 
-def _candidate(md, blocks, x0, guard_draws, rng):
-    """``(proposal or None, attrs)`` for one split: the fit, the guard, the pilots."""
+def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
+    """``(proposal or None, attrs)`` for one split: the fit, the guard, the pilots, the
+    copies; ``attrs["_enough"]`` (for the caller) when the kept pilot meets the target at
+    :data:`MAX_COPIES`."""
     attrs = {"init_conditional_hyper": int(blocks.hyper.size),
              "init_conditional_latent": int(blocks.latent.size)}  # fmt: skip
     with np.errstate(all="ignore"):
@@ -267,20 +323,25 @@ def _candidate(md, blocks, x0, guard_draws, rng):
     if why := _guard(md, blocks, fit, guard_draws):
         return None, {**attrs, "init_conditional_reason": why}
     proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES)
-    start, lw = _weights(proposal, rng, md, PILOT_DRAWS)
+    start, lw, split = _weights(proposal, rng, md, PILOT_DRAWS)
     k, rv = khat(lw), relative_variance(lw)
     attrs["init_conditional_pareto_k"] = k
-    refit = _refit(fit, proposal, start, lw)
+    enough = target.met_at_most_copies(k, split)
+    refit = None if enough else _refit(fit, proposal, start, lw)
     if refit is not None:
-        _, lw2 = _weights(refit, rng, md, PILOT_DRAWS)
+        _, lw2, split2 = _weights(refit, rng, md, PILOT_DRAWS)
         k2, rv2 = khat(lw2), relative_variance(lw2)
         attrs["init_conditional_pareto_k_refit"] = k2
         if k2 <= KHAT and (rv2 < rv or not k <= KHAT):
-            proposal, k, rv = refit, k2, rv2
+            proposal, k, rv, split = refit, k2, rv2, split2
     attrs["init_conditional_relvar"] = rv
+    attrs["init_conditional_between"], attrs["init_conditional_within"] = map(float, split)
     if not k <= KHAT:
         return None, {
             **attrs,
             "init_conditional_reason": f"its pilot weights have k̂ {k:.2f} > {KHAT}",
         }
-    return proposal, {**attrs, "init_conditional_reason": REASON}
+    copies = target.copies(k, split)
+    attrs["init_conditional_predicted_mcse"] = target.predicted(split, copies)
+    attrs["_enough"] = target.met_at_most_copies(k, split)
+    return replace(proposal, copies=copies), {**attrs, "init_conditional_reason": REASON}

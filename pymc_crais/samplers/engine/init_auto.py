@@ -67,6 +67,12 @@ N_STARTS_STREAM = 8
 """Starts drawn from the run's own generator (the rest from a child of it)."""
 START_MAXITER = 200
 """L-BFGS iterations per run of the mode search."""
+LAPLACE_MAXITER = 500
+"""L-BFGS iterations of the Laplace fit. A fit still climbing after them is taken as not
+converged (no Laplace start): on the suite and the applied tier every fit that converged took
+at most 455 (161 apart from the random-slopes funnel, ``benchmarks/laplace_iterations.py``, ``laplace_iterations-s11.txt``),
+while the local level and the AR(1) climb their funnels' necks for all 2,000 of the old cap
+(1.3 and 1.1 s of a 9 and 7 s run)."""
 N_PILOT = 1000
 """Draws of each pilot batch whose weights' Pareto k̂ is measured."""
 SCALE, DF = 1.2, 5.0
@@ -204,7 +210,7 @@ def choose_initial(
         return done("prior", "the model's gradient could not be compiled (no Laplace fit)")
     try:
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            fit = laplace_fit(model_density, x0)
+            fit = laplace_fit(model_density, x0, maxiter=LAPLACE_MAXITER)
     except FloatingPointError:
         return done("prior", "the Hessian at the mode is not finite")
     attrs.update(laplace_converged=fit.converged, laplace_n_nonconcave=fit.n_nonconcave,
