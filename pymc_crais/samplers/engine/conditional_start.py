@@ -28,9 +28,11 @@ gradients a step, a copy one evaluation. Where the kept pilot's weights are ligh
 part the copies average out (:mod:`pymc_crais.core.families`) gives the most copies, up to
 :data:`MAX_COPIES`, whose run is predicted to meet the target error (``target_mcse``,
 :data:`~pymc_crais.samplers.engine.start_point.DEFAULT_TARGET_MCSE` for ``sample_smc``):
-fewer Newton runs where the ``θ`` proposal fits. The same prediction skips work that cannot
-make the run cheaper: the refit pilot, and the second split, when a pilot already meets the
-target at :data:`MAX_COPIES`.
+fewer Newton runs where the ``θ`` proposal fits. The same prediction skips the work that
+would cost more evaluations than it could save the run (:meth:`_Target.saving`: the Newton
+runs beyond those of :data:`MAX_COPIES` copies): the refit pilot, when the first pilot's
+copies leave less than a pilot's cost to save, and the second split, when the first split's
+run leaves less than that split cost.
 
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
@@ -99,6 +101,11 @@ KHAT = 0.7
 of its copies') is at most this: the run is one importance-sampling stage."""
 WIDE_WEIGHT, WIDE_SCALE, WIDE_DF = 0.2, 2.0, 3.0
 """The defensive component of the proposal over ``θ`` (:func:`_theta_proposal`)."""
+REFIT_WIDE_WEIGHT = 0.05
+"""The defensive weight of the refitted proposal where the first pilot's weights were light
+(family k̂ ≤ :data:`TRUST_KHAT`): the 20 % component alone puts a floor of about 0.25 under
+the weights' relative variance (a fifth of the draws where the posterior has little mass),
+which, once the pilot has shown no heavy tail, buys nothing. The refit's own pilot checks it."""
 N_GUARD = 16
 """Newton runs at ``θ̂`` from draws of the current start (the prior where the Laplace fit
 failed; where it held, the joint mode search has already looked), to see a second mode."""
@@ -200,29 +207,33 @@ class _Target:
     def predicted(self, split: tuple[float, float], copies: int) -> float:
         return predicted_family_mcse(*split, copies, self.draws * self.chains)
 
-    def met_at_most_copies(self, k: float, split: tuple[float, float]) -> bool:
-        """Whether no other pilot could make the run cheaper: the most copies meet the target."""
-        c = family_size(self.draws, MAX_COPIES)
-        return bool(
-            k <= TRUST_KHAT and self.copies(k, split) == c and self.predicted(split, c) <= self.mcse
-        )
+    def saving(self, k: float, split: tuple[float, float], newton_evals: float) -> float:
+        """The most evaluations a better pilot (a refit, another split) could save the run:
+        its Newton runs (``newton_evals`` each) beyond those of :data:`MAX_COPIES` copies;
+        unbounded where the pilot's k̂ is above :data:`TRUST_KHAT` (its variance is not
+        trusted, and a better proposal may be what keeps the start)."""
+        if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
+            return float("inf")
+        fewest = self.draws // family_size(self.draws, MAX_COPIES)
+        now = self.draws // self.copies(k, split)
+        return float(self.chains * (now - fewest) * newton_evals)
 
 
-def _theta_proposal(fit, mean=None, cov=None) -> StudentTMixture:
-    """The defensive Student-t mixture over ``θ``: ``1 −`` :data:`WIDE_WEIGHT` at ``mean``,
-    ``cov`` (default: the fit's; covariance × ``SCALE²``, ``DF``), :data:`WIDE_WEIGHT` at the
-    fit, scale × :data:`WIDE_SCALE`, df :data:`WIDE_DF` (it bounds the weights where the
-    Laplace marginal is skewed or its tails heavier than the fit's)."""
+def _theta_proposal(fit, mean=None, cov=None, wide_weight=WIDE_WEIGHT) -> StudentTMixture:
+    """The defensive Student-t mixture over ``θ``: ``1 − wide_weight`` at ``mean``, ``cov``
+    (default: the fit's; covariance × ``SCALE²``, ``DF``), ``wide_weight`` at the fit, scale ×
+    :data:`WIDE_SCALE`, df :data:`WIDE_DF` (it bounds the weights where the Laplace marginal
+    is skewed or its tails heavier than the fit's)."""
     mean = fit.mode if mean is None else mean
     cov = fit.cov if cov is None else cov
     main = StudentTInitial(mean, cov * SCALE**2, df=DF)
     wide = StudentTInitial(fit.mode, fit.cov * WIDE_SCALE**2, df=WIDE_DF)
-    return StudentTMixture((main, wide), np.array([1.0 - WIDE_WEIGHT, WIDE_WEIGHT]))
+    return StudentTMixture((main, wide), np.array([1.0 - wide_weight, wide_weight]))
 
 
-def _refit(fit, proposal, start, lw):
-    """The proposal with its main Student-t refitted to a pilot's weighted ``θ`` draws (None
-    if the weights cannot support a covariance)."""
+def _refit(fit, proposal, start, lw, wide_weight=WIDE_WEIGHT):
+    """The proposal with its main Student-t refitted to a pilot's weighted ``θ`` draws and
+    ``wide_weight`` on its defensive one (None if the weights cannot support a covariance)."""
     w = normalized_weights(lw)
     theta = start.x[:, proposal.blocks.hyper][np.unique(start.family, return_index=True)[1]]
     if not np.all(np.isfinite(w)) or 1.0 / np.sum(w * w) < 4 * (theta.shape[1] + 1):
@@ -234,7 +245,7 @@ def _refit(fit, proposal, start, lw):
         np.linalg.cholesky(cov)
     except np.linalg.LinAlgError:
         return None
-    return replace(proposal, theta=_theta_proposal(fit, mean, cov))
+    return replace(proposal, theta=_theta_proposal(fit, mean, cov, wide_weight))
 
 
 def _guard(md, blocks, fit, draws) -> str | None:
@@ -274,7 +285,7 @@ def smc_conditional_start(setup, target_mcse: float = DEFAULT_TARGET_MCSE):
         enough = attrs.pop("_enough", False)
         tried.append((proposal, attrs))
         if enough:
-            break  # another split cannot make the run cheaper
+            break  # another split would cost more than it could save
     kept = [t for t in tried if t[0] is not None]
     proposal, attrs = min(kept, key=lambda t: t[1]["init_conditional_relvar"]) if kept else tried[0]
     attrs = {**attrs, "init_conditional_splits": len(tried),
@@ -312,8 +323,9 @@ def one_step_conditional_start(setup, target_mcse: float):
 
 def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
     """``(proposal or None, attrs)`` for one split: the fit, the guard, the pilots, the
-    copies; ``attrs["_enough"]`` (for the caller) when the kept pilot meets the target at
-    :data:`MAX_COPIES`."""
+    copies; ``attrs["_enough"]`` (for the caller) when another split could save the run
+    fewer evaluations than this one cost (:meth:`_Target.saving`)."""
+    before = md.n_evals
     attrs = {"init_conditional_hyper": int(blocks.hyper.size),
              "init_conditional_latent": int(blocks.latent.size)}  # fmt: skip
     with np.errstate(all="ignore"):
@@ -323,11 +335,15 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
     if why := _guard(md, blocks, fit, guard_draws):
         return None, {**attrs, "init_conditional_reason": why}
     proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES)
+    pilot_before = md.n_evals
     start, lw, split = _weights(proposal, rng, md, PILOT_DRAWS)
+    pilot_cost = md.n_evals - pilot_before
+    newton = (pilot_cost - PILOT_DRAWS) / (PILOT_DRAWS // family_size(PILOT_DRAWS, COPIES))
     k, rv = khat(lw), relative_variance(lw)
     attrs["init_conditional_pareto_k"] = k
-    enough = target.met_at_most_copies(k, split)
-    refit = None if enough else _refit(fit, proposal, start, lw)
+    wide = REFIT_WIDE_WEIGHT if k <= TRUST_KHAT else WIDE_WEIGHT
+    worth = target.saving(k, split, newton) > pilot_cost
+    refit = _refit(fit, proposal, start, lw, wide) if worth else None
     if refit is not None:
         _, lw2, split2 = _weights(refit, rng, md, PILOT_DRAWS)
         k2, rv2 = khat(lw2), relative_variance(lw2)
@@ -343,5 +359,5 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
         }
     copies = target.copies(k, split)
     attrs["init_conditional_predicted_mcse"] = target.predicted(split, copies)
-    attrs["_enough"] = target.met_at_most_copies(k, split)
+    attrs["_enough"] = target.saving(k, split, newton) <= md.n_evals - before
     return replace(proposal, copies=copies), {**attrs, "init_conditional_reason": REASON}
