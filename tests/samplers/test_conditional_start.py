@@ -220,3 +220,35 @@ def test_the_run_is_sized_for_the_target_and_more_pilots_only_where_they_pay():
     assert t.saving(-0.5, (0.32, 0.0), 100.0) == pytest.approx(4 * 75 * 100)
     # at the most copies, nothing is left to save
     assert t.saving(-0.5, (0.001, 0.0), 100.0) == 0.0
+
+
+def test_the_refit_is_a_kernel_estimate_after_a_light_pilot_and_moments_after_a_heavy_one():
+    from pymc_crais.core.conditional_laplace import ConditionalLaplace, WeightedStart
+    from pymc_crais.core.mode_mixture import StudentTMixture
+
+    rng = np.random.default_rng(5)
+    blocks = Blocks(np.array([0]), np.array([1, 2]))
+    fit = HyperFit(np.zeros(1), np.eye(1), np.zeros(2), 0)
+    proposal = ConditionalLaplace(blocks, cs._theta_proposal(fit), np.zeros(2), cs.COPIES)
+    # a pilot of 200 families of 4: θ skewed to the right, weights favouring large θ
+    theta = rng.gamma(2.0, 1.0, 200)
+    x = np.repeat(np.column_stack([theta, np.zeros((200, 2))]), 4, axis=0)
+    start = WeightedStart(x, np.zeros(800), np.repeat(np.arange(200), 4))
+    lw = 0.3 * theta
+    lw[:3] = -40.0  # negligible families get no kernel
+    kernel = cs._refit(fit, proposal, start, lw, light=True).theta
+    assert isinstance(kernel, StudentTMixture) and len(kernel.components) == 197 + 1
+    assert kernel.weights[-1] == pytest.approx(cs.REFIT_WIDE_WEIGHT)
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    # the kernels sit at the heavy draws, the weights are the pilot's (renormalized)
+    np.testing.assert_allclose(
+        kernel.weights[:-1] / kernel.weights[:-1].sum(), w[3:] / w[3:].sum(), rtol=1e-9
+    )
+    # a proper density over θ: its draws' mean is the kernel mixture's
+    draws = kernel.draw(rng, 20000)
+    assert abs(draws.mean() - ((1 - cs.REFIT_WIDE_WEIGHT) * (w[3:] / w[3:].sum()) @ theta[3:])) < 0.05
+    moments = cs._refit(fit, proposal, start, lw, light=False).theta
+    assert len(moments.components) == 2
+    assert moments.weights[-1] == pytest.approx(cs.WIDE_WEIGHT)
+    np.testing.assert_allclose(moments.components[0].mean, [w @ theta], rtol=1e-9)
