@@ -366,12 +366,8 @@ def pooled_khat_of(view) -> float:
     if np.isfinite(khat):
         return khat
     if view.has_weights:
-        return float(
-            pooled_pareto_khat(
-                [cs["log_weights"] for cs in view.chain_stats],
-                [cs["log_marginal_likelihood"] for cs in view.chain_stats],
-            )
-        )
+        keys = ("log_weights", "log_marginal_likelihood", "family_copies")
+        return float(pooled_pareto_khat(*([cs.get(k) for cs in view.chain_stats] for k in keys)))
     ks = np.array([cs.get("pareto_k_final", np.nan) for cs in view.chain_stats], dtype=float)
     # inf (one weight dominates) counts; only NaN (not measured) is skipped
     return float(np.nanmax(ks)) if (~np.isnan(ks)).any() else float("nan")

@@ -175,6 +175,7 @@ def check_run(chain_stats: list[dict], attrs: dict, *, stacklevel: int | None = 
     attrs["pareto_k_pooled"] = pooled_pareto_khat(
         [cs["log_weights"] for cs in chain_stats],
         [cs["log_marginal_likelihood"] for cs in chain_stats],
+        [cs.get("family_copies") for cs in chain_stats],
     )
     problems = find_problems(rows, attrs)
     attrs["diagnostics_flags"] = ",".join(sorted({p.check for p in problems}))

@@ -85,18 +85,31 @@ def pareto_khat(log_weights) -> float:
     return k
 
 
-def pooled_pareto_khat(log_weights, log_z) -> float:
+def pooled_pareto_khat(log_weights, log_z, copies=None) -> float:
     """k̂ of the final weights of all chains together, each chain's weights scaled to sum
     to its ``Ẑ_c``: the weights of the combined estimate ``mean_c Ẑ_c`` (for AIS exactly
     the pooled importance weights). Four chains of 1000 weights give a far steadier k̂
     than each chain alone (one d = 5 regression run: 0.73, 0.58, 0.62, 0.53 per chain,
     0.56 pooled).
+
+    ``copies``: one per chain, the size of the families of consecutive rows that share a
+    draw (``family_copies`` of a conditional-Laplace start; ``None`` or missing: none).
+    Where every chain has the same size ``c > 1``, the k̂ is that of the family weights
+    (the mean of each block of ``c``): copies of one exact conditional carry nearly equal
+    weights, and ``c``-fold ties distort a tail fit (16 copies gave 0.94 and 1.84 on runs
+    whose family k̂ was below 0.5).
     """
     lw = np.asarray(log_weights, dtype=np.float64)
     lz = np.asarray(log_z, dtype=np.float64).ravel()
     if lw.ndim != 2 or lw.shape[0] != lz.size:
         return float("nan")
     from .core.weights import logsumexp
+
+    listed = [None] if copies is None else copies
+    sizes = {int(c) if c is not None and np.isfinite(c) else 1 for c in listed}
+    if len(sizes) == 1 and (c := sizes.pop()) > 1 and lw.shape[1] % c == 0:
+        blocks = np.where(np.isfinite(lw), lw, -np.inf).reshape(lw.shape[0], -1, c)
+        lw = logsumexp(blocks, axis=2) - np.log(c)
 
     parts = []
     for row, z in zip(lw, lz, strict=True):

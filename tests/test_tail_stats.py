@@ -93,3 +93,22 @@ def test_weights_beyond_float_range_are_infinitely_heavy_not_missing():
 def test_heavy_tail_factor_of_degenerate_weights_is_its_largest():
     f = ts.heavy_tail_factor(np.array([np.inf, np.nan, 0.0, ts.KHAT_THRESHOLD]))
     assert f.tolist() == pytest.approx([4.6, 1.0, 1.0, 4.6])
+
+
+def test_the_pooled_khat_of_a_start_in_families_is_taken_over_the_families():
+    from pymc_crais.core.families import family_log_weights
+    from pymc_crais.tail_stats import pareto_khat, pooled_pareto_khat
+
+    rng = np.random.default_rng(8)
+    # two chains of 125 families of 16 near-copies: one weight per family, light-tailed
+    fam = rng.normal(0.0, 0.4, (2, 125))
+    lw = np.repeat(fam, 16, axis=1) + rng.normal(0.0, 1e-7, (2, 2000))
+    lz = np.zeros(2)
+    by_family = pooled_pareto_khat(lw, lz, [16, 16])
+    assert by_family == pytest.approx(pooled_pareto_khat(np.log(np.exp(fam)), lz), abs=1e-5)
+    assert by_family < 0.5
+    block = family_log_weights(lw[0], np.repeat(np.arange(125), 16))
+    assert pareto_khat(block) == pytest.approx(pooled_pareto_khat(lw[:1], lz[:1], [16]), abs=1e-5)
+    # without the family sizes (or with mixed ones) the rows are pooled as they are
+    assert pooled_pareto_khat(lw, lz) == pooled_pareto_khat(lw, lz, [16, None])
+    assert pooled_pareto_khat(lw, lz, [np.nan, np.nan]) == pooled_pareto_khat(lw, lz)

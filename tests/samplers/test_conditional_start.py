@@ -146,6 +146,8 @@ def test_a_centred_model_takes_the_start_and_is_right(centred, runs):
     assert attrs["max_mcmc_steps"] == cs.CONDITIONAL_MAX_MCMC_STEPS == 3
     assert (ss["mcmc_steps"].values[:, 0] <= 3).all()
     assert np.isfinite(ss["pareto_k_families"].values).all()
+    # the families are consecutive blocks of the final weights: the pooled k̂ is theirs
+    assert (ss["family_copies"].values == copies).all()
     # the Newton runs of each chain are counted in its evaluations, the pilot's at the run level
     assert attrs["n_logp_evals_conditional_start"] > 0
     assert attrs["n_logp_evals_pilot"] >= attrs["n_logp_evals_conditional_start"]

@@ -100,12 +100,20 @@ def chain_result(chain: int, rng: np.random.Generator, result: AnnealResult, dra
 def _family_stats(result: AnnealResult) -> dict:
     """``pareto_k_families``, the Pareto k̂ of one weight per family, for a run whose start
     drew its particles in families (the conditional-Laplace start) and did not resample;
-    the diagnostics take it as the chain's final k̂ (empty otherwise)."""
+    the diagnostics take it as the chain's final k̂. ``family_copies``, the family size,
+    where the families are consecutive rows of the final weights in equal blocks (what the
+    start draws, and the moves at τ = 1 keep): the pooled k̂ of the chains is then taken
+    over family weights too (:func:`pymc_crais.tail_stats.pooled_pareto_khat`). Empty
+    without families."""
     eve = result.eve
     if eve is None or result.n_resamplings or np.unique(eve).size == eve.size:
         return {}
-    lw = family_log_weights(result.log_weights, np.unique(eve, return_inverse=True)[1])
-    return {"pareto_k_families": float(pareto_khat(lw))}
+    family = np.unique(eve, return_inverse=True)[1]
+    out = {"pareto_k_families": float(pareto_khat(family_log_weights(result.log_weights, family)))}
+    c = eve.size // (int(family.max()) + 1)
+    if np.array_equal(family, np.repeat(np.arange(eve.size // c), c)):
+        out["family_copies"] = int(c)
+    return out
 
 
 @dataclass
