@@ -13,8 +13,10 @@ conditional, by Newton's method for each drawn ``θ``. It is kept when
    components, keeps the rule it had), and
 2. the importance weights of :data:`PILOT_DRAWS` of its draws (one per ``θ`` draw) have
    Pareto k̂ at most :data:`KHAT`, for the better of the first proposal and one refitted to
-   the first pilot's weighted ``θ`` draws. The proposal over ``θ`` is a defensive mixture:
-   a Student-t at the fit (or the refit) with a wider one at the fit (:func:`_theta_proposal`).
+   the first pilot's weighted ``θ`` draws (:func:`_refit`: a kernel estimate after a light
+   pilot, the weighted moments after a heavy one). The proposal over ``θ`` is a defensive
+   mixture: a Student-t at the fit (or the refit) with a wider one at the fit
+   (:func:`_theta_proposal`).
 
 The run then has one stage: its chains draw from the proposal (each ``θ`` draw with
 ``c`` draws of ``x``), weight the draws exactly against the posterior, and move them at
