@@ -221,8 +221,11 @@ def maximize_log_density(density: BatchedDensity, x0: np.ndarray, maxiter: int):
     d = x0.size
 
     def neg(x):
-        ev = density.evaluate(x[None, :], gradient=True)
-        val = ev.log_q0[0] + ev.delta[0]
+        # a trial point may overflow (an infinite log-density is this function's 1e300);
+        # errstate is per thread, and the mode search runs its L-BFGS runs in threads
+        with np.errstate(all="ignore"):
+            ev = density.evaluate(x[None, :], gradient=True)
+            val = ev.log_q0[0] + ev.delta[0]
         if not np.isfinite(val):
             return 1e300, np.zeros(d)
         return -val, -(ev.grad_log_q0[0] + ev.grad_delta[0])
