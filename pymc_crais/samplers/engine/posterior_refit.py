@@ -155,7 +155,7 @@ def refit_check(setup, chains, rng: np.random.Generator) -> RefitCheck | None:
     )
     # the error log_marginal_likelihood will report (chains' variances times the pooled
     # k̂'s factor, then pooled with the importance estimate where allowed)
-    copies = [c.stats.get("family_copies") for c in chains]
+    copies = [getattr(c, "stats", {}).get("family_copies") for c in chains]
     fp = float(heavy_tail_factor(pooled_pareto_khat([c.log_weights for c in chains], lz, copies)))
     chains_lz, chains_mcse, _ = combine_chain_estimates(lz, v, np.full(lz.size, fp))
     pooled = pool_with_refit(chains_lz, chains_mcse, est.log_z, est.mcse, k, float(heavy_tail_factor(k)))
