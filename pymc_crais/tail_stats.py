@@ -105,7 +105,7 @@ def pooled_pareto_khat(log_weights, log_z, copies=None) -> float:
         return float("nan")
     from .core.weights import logsumexp
 
-    listed = [None] if copies is None else copies
+    listed = [None] if copies is None or len(copies) != lw.shape[0] else copies
     sizes = {int(c) if c is not None and np.isfinite(c) else 1 for c in listed}
     if len(sizes) == 1 and (c := sizes.pop()) > 1 and lw.shape[1] % c == 0:
         blocks = np.where(np.isfinite(lw), lw, -np.inf).reshape(lw.shape[0], -1, c)

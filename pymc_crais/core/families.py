@@ -53,8 +53,8 @@ def family_variances(log_weights: np.ndarray, family: np.ndarray) -> tuple[float
     """``(B, W)`` from a sample drawn in equal families of ``c ≥ 2`` (module docstring), for
     weights normalized to mean 1: ``W`` the mean within-family sample variance, ``B`` the
     sample variance of the family means less ``W / c`` (floored at 0; both unbiased before
-    the floor). Non-finite log-weights are weights of 0; ``(inf, inf)`` when no weight is
-    positive or fewer than two families were drawn.
+    the floor). NaN and ``-inf`` log-weights are weights of 0; ``(inf, inf)`` when no weight is
+    positive, one is infinite, or fewer than two families were drawn.
 
     Like any sample variance of weights, trust it only where their right tail is light
     (family-level Pareto k̂ below about 1/2).
@@ -69,7 +69,7 @@ def family_variances(log_weights: np.ndarray, family: np.ndarray) -> tuple[float
         return float("inf"), float("inf")
     c = int(counts[0])
     finite = np.isfinite(lw)
-    if not finite.any():
+    if not finite.any() or np.any(lw == np.inf):  # no weight, or an infinite one
         return float("inf"), float("inf")
     w = np.where(finite, np.exp(np.where(finite, lw, 0.0) - np.max(lw[finite])), 0.0)
     w = w / np.mean(w)

@@ -73,3 +73,8 @@ def test_copies_for_mcse_takes_the_most_copies_that_meet_the_target():
     assert copies_for_mcse(5.0, 1.0, 999, 4, 0.02, low=4, high=16) == 3
     # a free copy: all of them
     assert copies_for_mcse(0.0, 0.5, 2000, 4, 0.02, low=4, high=16) == 16
+
+
+def test_an_infinite_weight_is_not_hidden():
+    lw = np.array([0.0, np.inf, 0.0, 0.0])
+    assert family_variances(lw, np.repeat([0, 1], 2)) == (np.inf, np.inf)

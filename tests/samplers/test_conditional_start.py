@@ -222,6 +222,9 @@ def test_the_run_is_sized_for_the_target_and_more_pilots_only_where_they_pay():
     assert t.saving(-0.5, (0.32, 0.0), 100.0) == pytest.approx(4 * 75 * 100)
     # at the most copies, nothing is left to save
     assert t.saving(-0.5, (0.001, 0.0), 100.0) == 0.0
+    # a light pilot whose run misses the target: any better proposal may be what keeps it
+    assert t.predicted((5.0, 0.0), t.copies(-0.5, (5.0, 0.0))) > 0.02
+    assert t.saving(-0.5, (5.0, 0.0), 100.0) == np.inf
 
 
 def test_the_refit_is_a_kernel_estimate_after_a_light_pilot_and_moments_after_a_heavy_one():

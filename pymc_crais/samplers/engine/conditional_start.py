@@ -217,8 +217,11 @@ class _Target:
         """The most evaluations a better pilot (a refit, another split) could save the run:
         its Newton runs (``newton_evals`` each) beyond those of :data:`MAX_COPIES` copies;
         unbounded where the pilot's k̂ is above :data:`TRUST_KHAT` (its variance is not
-        trusted, and a better proposal may be what keeps the start)."""
+        trusted) or its run misses the target (a better proposal may be what keeps the
+        start, or CR-AIS's one-step run)."""
         if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
+            return float("inf")
+        if self.predicted(split, self.copies(k, split)) > self.mcse:
             return float("inf")
         fewest = self.draws // family_size(self.draws, MAX_COPIES)
         now = self.draws // self.copies(k, split)
@@ -263,7 +266,7 @@ def _refit(fit, proposal, start, lw, light: bool):
 
 def _kernel_theta(fit, theta, w, cov, wide_weight) -> StudentTMixture:
     """A weighted kernel estimate of the ``θ`` posterior from a pilot's families: a
-    Student-t (``DF``) at each ``θ`` draw of non-negligible weight, its covariance the
+    Student-t (``DF``) at each ``θ`` draw of non-negligible weight, its scale matrix the
     weighted covariance times Silverman's factor squared for the weights' ESS, with the
     defensive Student-t at the fit (``wide_weight``). It follows a skewed or long-tailed
     marginal that one Student-t at the weighted mean cannot."""
