@@ -108,10 +108,6 @@ REFIT_WIDE_WEIGHT = 0.05
 (family k̂ ≤ :data:`TRUST_KHAT`): the 20 % component alone puts a floor of about 0.25 under
 the weights' relative variance (a fifth of the draws where the posterior has little mass),
 which, once the pilot has shown no heavy tail, buys nothing. The refit's own pilot checks it."""
-MAX_REFITS = 1
-"""Refits after the first pilot, each from the last kept pilot, while it could pay for its
-own pilot (:meth:`_Target.saving`) and improves. A second one made the AR(1)'s weights look
-light to a pilot and then heavy to the chains (MCSE 0.127 at seed 22)."""
 N_GUARD = 16
 """Newton runs at ``θ̂`` from draws of the current start (the prior where the Laplace fit
 failed; where it held, the joint mode search has already looked), to see a second mode."""
@@ -374,19 +370,18 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
     k, rv = khat(lw), relative_variance(lw)
     attrs["init_conditional_pareto_k"] = k
     attrs["init_conditional_refits"] = 0
-    for i in range(MAX_REFITS):  # while a better proposal could pay for its pilot
-        if not target.saving(k, split, newton) > pilot_cost:
-            break
-        refit = _refit(fit, proposal, start, lw, light=bool(k <= TRUST_KHAT))
-        if refit is None:
-            break
-        start2, lw2, split2 = _weights(refit, rng, md, PILOT_DRAWS)
+    # one refit, where a better proposal could pay for its pilot (a second one made the
+    # AR(1)'s weights look light to a pilot and then heavy to the chains: MCSE 0.127 at
+    # seed 22)
+    worth = target.saving(k, split, newton) > pilot_cost
+    refit = _refit(fit, proposal, start, lw, light=bool(k <= TRUST_KHAT)) if worth else None
+    if refit is not None:
+        _, lw2, split2 = _weights(refit, rng, md, PILOT_DRAWS)
         k2, rv2 = khat(lw2), relative_variance(lw2)
-        attrs["init_conditional_refits"] = i + 1
+        attrs["init_conditional_refits"] = 1
         attrs["init_conditional_pareto_k_refit"] = k2
-        if not (k2 <= KHAT and (rv2 < rv or not k <= KHAT)):
-            break
-        proposal, start, lw, k, rv, split = refit, start2, lw2, k2, rv2, split2
+        if k2 <= KHAT and (rv2 < rv or not k <= KHAT):
+            proposal, k, rv, split = refit, k2, rv2, split2
     attrs["init_conditional_relvar"] = rv
     attrs["init_conditional_between"], attrs["init_conditional_within"] = map(float, split)
     if not k <= KHAT:
