@@ -141,7 +141,11 @@ def worker(spec: dict) -> dict:
         return rec
     import pymc_crais as pmc
     from pymc_crais.samplers.engine.compile import compile_model_density, resolve_compile_kwargs
-    from pymc_crais.samplers.engine.memory import block_rows, check_memory_budget
+    from pymc_crais.samplers.engine.memory import (
+        block_rows,
+        check_memory_budget,
+        jax_on_accelerator,
+    )
 
     ckw = resolve_compile_kwargs(spec["backend"] if spec["backend"] != "numba" else None, None)
     if spec["backend"] == "jax":
@@ -150,6 +154,11 @@ def worker(spec: dict) -> dict:
         rec["device"] = str(jax.devices()[0])
     if kind == "run":
         import warnings
+
+        if spec.get("pad") is False:  # an A/B of the padded calls (gpu_run_budgets.py)
+            from pymc_crais.samplers.engine import pipeline
+
+            pipeline.jax_on_accelerator = lambda: False
 
         chains = int(spec.get("chains", 2))
         rec["chains"] = chains
@@ -189,6 +198,8 @@ def worker(spec: dict) -> dict:
     budget = check_memory_budget(spec.get("memory_budget"))
     dens.block_rows = block_rows(model, dens.dim, budget, jax=spec["backend"] == "jax")
     rec["block_rows"] = dens.block_rows
+    dens.pad_rows = spec["backend"] == "jax" and jax_on_accelerator()  # as the samplers do
+    rec["pad_rows"] = dens.pad_rows
     rng = np.random.default_rng(2)
     # warm-up (JIT, JAX's compilation of each shape); the calibration warms up on 2 particles
     # only, so that the timed call's memory is allocated fresh (JAX's allocator keeps it)

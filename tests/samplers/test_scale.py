@@ -25,10 +25,12 @@ from pymc_crais.samplers.engine.compile import compile_model_density
 from pymc_crais.samplers.engine.memory import (
     BYTES_PER_ELEMENT,
     BYTES_PER_ELEMENT_JAX,
+    MIN_PADDED_ROWS,
     block_rows,
     call_in_blocks,
     check_memory_budget,
     observed_elements,
+    padded_rows,
 )
 from pymc_crais.samplers.engine.progress import ChainProgress
 from pymc_crais.samplers.engine.reproducible import pytensor_lock
@@ -70,6 +72,25 @@ def test_block_rows_follow_the_budget_and_the_data_size():
     assert block_rows(model, 2, float("inf")) is None
     assert block_rows(model, 2, 10 * BYTES_PER_ELEMENT_JAX * Y.size, jax=True) == 10
     assert check_memory_budget(None) == 2**30
+
+
+@pytest.mark.parametrize("n, rows", [(1, None), (5, None), (9, None), (64, None), (100, 30),
+                                     (30, 30), (7, 3)])
+def test_padded_calls_see_few_shapes_and_return_the_unpadded_rows(n, rows):
+    seen = []
+
+    def fn(x):
+        seen.append(x.shape[0])
+        return [x.sum(axis=1), 2 * x]
+
+    x = np.arange(3.0 * n).reshape(n, 3)
+    out = call_in_blocks(fn, x, rows, pad=True)
+    np.testing.assert_array_equal(out[0], x.sum(axis=1))
+    np.testing.assert_array_equal(out[1], 2 * x)
+    for m in seen:  # powers of two from 8 up, or the block size itself
+        assert m == rows or (m >= MIN_PADDED_ROWS and m & (m - 1) == 0)
+        assert rows is None or m <= rows
+    assert padded_rows(9, None) == 16 and padded_rows(9, 12) == 12 and padded_rows(1, 3) == 3
 
 
 def test_call_in_blocks_concatenates_the_blocks_in_order():

@@ -22,14 +22,19 @@ __all__ = [
     "BYTES_PER_ELEMENT",
     "BYTES_PER_ELEMENT_JAX",
     "DEFAULT_MEMORY_BUDGET",
+    "jax_on_accelerator",
     "block_rows",
+    "MIN_PADDED_ROWS",
     "call_in_blocks",
+    "padded_rows",
     "check_memory_budget",
     "observed_elements",
 ]
 
 DEFAULT_MEMORY_BUDGET = 2**30
-"""Default ``memory_budget`` in bytes (1 GiB) of one batched model call."""
+"""Default ``memory_budget`` in bytes (1 GiB) of one batched model call (with JAX on a GPU
+too: a bigger budget there halves the sampling time at 10⁶ rows but compiles more shapes, and
+the whole default run took longer; docs/scale.md, the GPU check)."""
 
 BYTES_PER_ELEMENT = 32
 """Bytes a particle is assumed to need per observed element in a batched call with
@@ -66,6 +71,17 @@ def check_memory_budget(value) -> float:
             f"for 4 GiB, or float('inf') to evaluate every particle in one call), got {value!r}"
         )
     return float(value)
+
+
+MIN_PADDED_ROWS = 8
+"""The smallest padded call of :func:`call_in_blocks` (``pad=True``)."""
+
+
+def jax_on_accelerator() -> bool:
+    """Whether JAX's default device is an accelerator (a GPU or TPU), not the CPU."""
+    import jax
+
+    return jax.devices()[0].platform != "cpu"
 
 
 def _data_size(var) -> int:
@@ -110,7 +126,14 @@ def block_rows(model, dim: int, memory_budget: float, jax: bool = False) -> int 
     return max(1, int(memory_budget // per_particle))
 
 
-def call_in_blocks(fn, x: np.ndarray, rows: int | None) -> list:
+def padded_rows(m: int, rows: int | None) -> int:
+    """Rows of the call that evaluates ``m`` particles with padding: the next power of two
+    (at least :data:`MIN_PADDED_ROWS`), never more than the block size ``rows``."""
+    target = max(MIN_PADDED_ROWS, 1 << max(0, m - 1).bit_length())
+    return max(m, target if rows is None else min(rows, target))
+
+
+def call_in_blocks(fn, x: np.ndarray, rows: int | None, pad: bool = False) -> list:
     """``fn(x)`` for a batched ``fn`` returning per-particle arrays, ``rows`` particles a call.
 
     Parameters
@@ -120,16 +143,31 @@ def call_in_blocks(fn, x: np.ndarray, rows: int | None) -> list:
     x : numpy.ndarray, shape (N, d)
     rows : int or None
         Block size (``None`` or ``>= N``: one call).
+    pad : bool, default False
+        Pad each call to :func:`padded_rows` rows (copies of its last particle, whose
+        outputs are dropped), so that ``fn`` only ever sees a few shapes: JAX compiles
+        each new shape, which on a GPU costs more than the padded rows (set for JAX on an
+        accelerator; under the default budget a 10⁶-row model's calls are then all of one
+        shape, its block size; docs/scale.md, the GPU check).
 
     Returns
     -------
     list of numpy.ndarray
     """
-    if rows is None or x.shape[0] <= rows:
+    n = x.shape[0]
+    if not pad and (rows is None or n <= rows):
         return fn(x)
+    step = n if rows is None else min(rows, n)
     parts = []
-    for i in range(0, x.shape[0], rows):
+    for i in range(0, n, max(step, 1)):
+        block = x[i : i + step]
+        m = block.shape[0]
+        if pad and padded_rows(m, rows) > m:
+            extra = np.repeat(block[-1:], padded_rows(m, rows) - m, axis=0)
+            block = np.concatenate([block, extra])
         # to NumPy at once: JAX returns before it has computed, and blocks left in flight
         # would all hold their temporaries together
-        parts.append([np.asarray(o) for o in fn(np.ascontiguousarray(x[i : i + rows]))])
+        parts.append([np.asarray(o)[:m] for o in fn(np.ascontiguousarray(block))])
+    if len(parts) == 1:
+        return parts[0]
     return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]

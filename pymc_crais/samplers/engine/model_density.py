@@ -30,6 +30,9 @@ class ModelDensity(BatchedDensity):
     block_rows : int or None
         Particles per call (``None``: the whole population in one call); set from the
         ``memory_budget`` by :func:`pymc_crais.samplers.engine.memory.block_rows`.
+    pad_rows : bool
+        Pad every call to a power of two of particles (JAX on an accelerator, where each
+        new shape is compiled: :func:`pymc_crais.samplers.engine.memory.call_in_blocks`).
     numpy_cost : NumpyCost or None
         With functions compiled on NumPy and Numba (:mod:`~pymc_crais.samplers.engine.staged`):
         the estimated NumPy time of a call, and how much of it is spent before the calls go
@@ -42,6 +45,7 @@ class ModelDensity(BatchedDensity):
     _fn_grad: object = field(default=None, repr=False)
     _grad_error: str | None = field(default=None, repr=False)
     block_rows: int | None = None
+    pad_rows: bool = False
     numpy_cost: NumpyCost | None = None
     _numpy_spent: float = field(default=0.0, repr=False)
     _numpy_budget: float | None = field(default=None, repr=False)  # None: the set-up's
@@ -103,7 +107,7 @@ class ModelDensity(BatchedDensity):
             )
             self._numpy_spent += self.numpy_cost.call(x.shape[0])
         if self.vectorized:
-            return call_in_blocks(fn, x, self.block_rows)
+            return call_in_blocks(fn, x, self.block_rows, pad=self.pad_rows)
         outs = [fn(row) for row in x]  # per-particle fallback (warned at compile time)
         return [np.stack([o[i] for o in outs]) for i in range(len(outs[0]))]
 

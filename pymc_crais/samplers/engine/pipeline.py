@@ -20,7 +20,7 @@ from .compile import compile_model_density, parameter_layout, resolve_compile_kw
 from .init_option import build_initial
 from .kernel_choice import resolve_kernel
 from .mapping import posterior_mapper
-from .memory import block_rows, check_memory_budget
+from .memory import block_rows, check_memory_budget, jax_on_accelerator
 from .model_info import check_model_for_evidence, model_data_for_results
 from .noncentre import check_reparameterize, reparameterized
 from .options import RunOptions, check_int
@@ -155,6 +155,7 @@ def prepare(options: RunOptions) -> RunSetup:
         model, gradient=mutation.needs_gradient or fits, compile_kwargs=ckw
     )
     model_density.block_rows = block_rows(model, layout.dim, budget, jax=uses_jax(ckw))
+    model_density.pad_rows = uses_jax(ckw) and jax_on_accelerator()  # few shapes to compile
     draws_prior = isinstance(init, str) and init in ("prior", "auto")  # proper: checked above
     prior = prior_sampler(model, layout, ckw) if draws_prior else None
     # the automatic start draws from its own child of the run-level generator, so the
