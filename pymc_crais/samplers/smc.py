@@ -235,7 +235,7 @@ def plan_smc(
         **({"persistent": persistent} if persistent else {}),
     }
     n_annealed = 0
-    conditional = False
+    conditional = annealed = False
     if not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0:
         if st.tries_conditional_start():
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start
@@ -247,9 +247,15 @@ def plan_smc(
             # a funnel's prior start: a smaller SMC run may find a start near the posterior
             setup, found = smc_annealed_start(setup)
             attrs.update(found)
+            annealed = bool(found)  # a funnel's prior start: its weights are far already
             n_annealed += found.get("n_logp_evals_annealed_start", 0)
     one_step = False
-    if is_cr and n_steps is None and is_auto(delta):
+    # the ESS/CESS rules: a start whose weights already meet the target needs no tempering
+    ess_one_step = (
+        schedule.adaptive and not (conditional or annealed or persistent) and path == "geometric"
+        and float(alpha) == 0.0 and max_step is None and min_step is None
+    )
+    if (is_cr and n_steps is None and is_auto(delta)) or ess_one_step:
         # CR-SMC's default: one stage when the start's weights already meet the target
         target = DEFAULT_TARGET_MCSE if st.target_mcse is None else st.target_mcse
         start = start_length_point(setup)
@@ -276,7 +282,7 @@ def plan_smc(
             )
             attrs.update(sched.describe())
     stages = persistent_stages(persistent, setup) if persistent else None
-    if conditional and "max_mcmc_steps" not in kernel_kwargs:
+    if (conditional or (one_step and not is_cr)) and "max_mcmc_steps" not in kernel_kwargs:
         # its draws are already weighted posterior draws: the moves at τ = 1 only break up
         # the copies the final resampling makes (CR-AIS's one-step run makes one transition)
         st = replace(st, max_mcmc_steps=CONDITIONAL_MAX_MCMC_STEPS)

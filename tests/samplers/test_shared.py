@@ -219,8 +219,9 @@ def test_smc_settings_defaults_by_schedule_and_checks():
     assert (cr.resample, cr.resample_threshold, cr.waste_free) == ("ess", 0.9, WASTE_FREE_LENGTH)
     with pytest.raises(TypeError, match=r"unexpected keyword arguments \['bogus'\]"):
         SMCSettings.from_kwargs({"bogus": 1})
-    with pytest.raises(TypeError, match="target_mcse applies to schedule='constant_rate'"):
-        SMCSettings.from_kwargs({"target_mcse": 0.01})
+    with pytest.raises(TypeError, match="target_mcse applies to the adaptive schedules"):
+        SMCSettings.from_kwargs({"target_mcse": 0.01, "schedule": "linear"})
+    assert SMCSettings.from_kwargs({"target_mcse": 0.01}).target_mcse == 0.01  # the ESS rule
     for bad, match in (({"resample": "never"}, "resample must be"), ({"resample_threshold": 0}, "resample_threshold"),
                        ({"waste_free": 1}, "waste_free"), ({"max_steps": 0}, "max_steps")):  # fmt: skip
         with pytest.raises(ValueError, match=match):

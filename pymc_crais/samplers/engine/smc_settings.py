@@ -86,10 +86,10 @@ class SMCSettings:
         s = replace(s, schedule=parse_schedule(s.schedule, SMC_SCHEDULES))
         cr = s.constant_rate
         if s.target_mcse is not None:
-            if not cr:
+            if not (cr or s.schedule.adaptive):
                 raise TypeError(
-                    "target_mcse applies to schedule='constant_rate' (CR-SMC) only; the ESS "
-                    "rules choose their own stages"
+                    "target_mcse applies to the adaptive schedules ('ess', 'cess') and to "
+                    "schedule='constant_rate' (CR-SMC); a fixed schedule has its own stages"
                 )
             s = replace(s, target_mcse=check_target_mcse(s.target_mcse))
         resample = s.resample if s.resample is not None else ("ess" if cr else "always")
