@@ -86,12 +86,17 @@ def sample_smc(
         estimate of the rate integral, so that the run has about ``n_steps`` stages, see
         :func:`pymc_crais.sample_crais`); ``alpha``; ``n_steps`` (fixed schedules, and the
         target length of CR-SMC with ``delta="auto"``, default 100); ``target_mcse``
-        (CR-SMC only, default 0.02 nats: with ``n_steps`` and ``delta`` not given, the
-        importance weights of 1000 run-level draws of the start are measured first, and
-        when they predict a pooled Monte Carlo error of ``log Ẑ`` at most ``target_mcse``
-        the run is one stage, τ: 0 → 1, then its moves — no pilot, no rate rule; else the
-        rule's stages as before; attributes ``start_relative_variance``,
-        ``start_pareto_k``, ``predicted_mcse``); ``resample`` (``"always"`` default for ESS/CESS and
+        (default 0.02 nats; the ESS/CESS rules and CR-SMC: the importance weights of up to
+        1000 run-level draws of the start are measured first, and when their k̂ is at most
+        0.5 and they predict a pooled Monte Carlo error of ``log Ẑ`` at most
+        ``target_mcse`` the run is one stage, τ: 0 → 1, then its moves — no tempering, no
+        pilot, no rate rule; else the rule's stages as before; attributes
+        ``start_relative_variance``, ``start_pareto_k``, ``predicted_mcse``. CR-SMC does
+        this only with ``n_steps`` and ``delta`` not given; the ESS/CESS rules with the
+        geometric path, ``alpha=0``, no ``max_step``/``min_step``, no persistent sampling
+        and not after the conditional or annealed start, and their one stage makes at most
+        3 transitions at τ = 1 unless ``max_mcmc_steps`` is given: its weighted draws are
+        already posterior draws, the moves only break up the resampled copies); ``resample`` (``"always"`` default for ESS/CESS and
         fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the 0.9-quantile of the coordinates' correlations with the stage's start is

@@ -118,6 +118,22 @@ def test_conjugate_regression_chooses_the_student_t(regression):
     assert auto.q0 is not None and auto.q0.df == 5.0
 
 
+def test_a_cheap_search_that_saw_one_mode_adds_starts(regression, monkeypatch):
+    """32 starts that saw one mode within MORE_STARTS_EVALS evaluations: 32 more (the search
+    runs again from all 64); otherwise not. The start chosen, and the generator's stream
+    after the search, are the same either way on a unimodal model."""
+    from pymc_crais.samplers.engine import init_auto
+
+    more = _choose(regression.model)
+    assert more.attrs["init_mode_starts"] == init_auto.N_STARTS + init_auto.MORE_STARTS
+    monkeypatch.setattr(init_auto, "MORE_STARTS_EVALS", 0)
+    fewer = _choose(regression.model)
+    assert fewer.attrs["init_mode_starts"] == init_auto.N_STARTS
+    assert fewer.n_evals < more.n_evals
+    assert more.choice == fewer.choice == "laplace"
+    assert more.attrs["init_pareto_k"] == fewer.attrs["init_pareto_k"]  # the same pilot draws
+
+
 def test_heavy_tailed_start_is_compared_with_the_prior(regression, monkeypatch):
     """Every k̂ above the threshold (forced): the widened Student-t and the prior are
     measured too and the smallest k̂ wins (the prior's is far larger on a regression whose
