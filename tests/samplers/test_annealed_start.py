@@ -94,12 +94,14 @@ def test_a_start_the_user_chose_is_kept(hierarchical):
 
 @pytest.mark.filterwarnings("ignore::pymc_crais.UnreliableEvidenceWarning")
 def test_a_failed_annealing_keeps_the_first_start(hierarchical, monkeypatch):
-    from pymc_crais.samplers.engine import annealed_start
+    from pymc_crais.samplers.engine import annealed_start, crais_plan
 
     def fail(*args, **kwargs):
         raise pmc.ChainFailedError("chain 0 failed: a test")
 
     monkeypatch.setattr(annealed_start, "run_anneal_chains", fail)
+    # the annealed start's path: without the conditional start, which CR-AIS takes here
+    monkeypatch.setattr(crais_plan, "one_step_conditional_start", lambda s, t: (s, {}, None))
     idata = pmc.sample_crais(
         model=hierarchical.model, draws=300, chains=1, random_seed=3, progressbar=False
     )
