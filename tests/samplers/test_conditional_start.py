@@ -263,3 +263,20 @@ def test_the_refit_is_a_kernel_estimate_after_a_light_pilot_and_moments_after_a_
     assert len(moments.components) == 2
     assert moments.weights[-1] == pytest.approx(cs.WIDE_WEIGHT)
     np.testing.assert_allclose(moments.components[0].mean, [w @ theta], rtol=1e-9)
+
+
+@pytest.mark.parametrize("first, kept", [("prior", True), ("laplace", False)])
+def test_crais_keeps_a_start_above_its_target_only_where_the_laplace_fit_failed(
+    monkeypatch, first, kept
+):
+    """Predicted at 2 x the target: kept where the automatic start fell back to the prior
+    (CR-AIS's other starts missed the AR(1)), refused beside a Laplace start (Sonar)."""
+    new = object()
+    found = {"init_choice": "conditional_laplace", "init_first_choice": first,
+             "init_conditional_predicted_mcse": 0.04, "init_conditional_copies": 4}  # fmt: skip
+    monkeypatch.setattr(cs, "smc_conditional_start", lambda setup, target: (new, dict(found)))
+    setup, attrs, mcse = cs.one_step_conditional_start("setup", 0.02)
+    assert (setup is new, mcse == 0.04 if kept else mcse is None) == (kept, True)
+    if not kept:
+        assert setup == "setup" and "init_choice" not in attrs
+        assert "> 1 x target_mcse 0.02" in attrs["init_conditional_reason"]
