@@ -65,9 +65,9 @@ def sample_crais(
        ``kernel="auto"`` on a continuous model, the same moves at τ = 1 (``"hmc_final_imh"``,
        after the weights). Where the automatic start is poor and the model has a latent
        block given a few hyperparameters (with ``alpha=0``), the conditional-Laplace start
-       of :func:`sample_smc` is measured first and, when its pilot predicts at most 3 ×
-       ``target_mcse`` (its alternatives there miss), is that one step (``init_choice ==
-       "conditional_laplace"``, docs/algorithms.md).
+       of :func:`sample_smc` is measured first and, when its pilot predicts
+       ``target_mcse`` (3 × it where the Laplace fit failed: the other starts miss there),
+       is that one step (``init_choice == "conditional_laplace"``, docs/algorithms.md).
     1. **Pilot** (only when needed): a cheap geometric AIS run with ``min(draws, 256)``
        particles on a 32-step exponential schedule. It fixes the scale shift ``c`` of a
        power-mean path (its ``log Ẑ``) and, for ``delta="auto"``, measures the integral
