@@ -15,11 +15,14 @@ _check = em.assert_evidence
 @pytest.mark.parametrize("kernel", ["hmc", "imh", "mala", "rwmh"])
 def test_smc_kernels_exact_evidence(kernel):
     case = em.normal_mean()
-    idata = pmc.sample_smc(draws=1000, kernel=kernel, random_seed=21, model=case.model, **QUICK)
+    # from the prior: the kernels under tempering, not one stage from the Laplace start
+    idata = pmc.sample_smc(draws=1000, kernel=kernel, random_seed=21, model=case.model,
+                           init="prior", **QUICK)
     _check(idata, case.log_z, 0.1)
     st = idata.sample_stats
     assert st.attrs["method"] == "smc" and st.attrs["kernel"] == kernel
     n = int(st["n_stages"].values[0])
+    assert n > 1
     assert st["resampled"].values[0, : n - 1].all()  # "always" resamples before every move
     assert (st["mcmc_steps"].values[0, :n] >= 1).all()
 
@@ -37,9 +40,11 @@ def test_smc_schedules_on_a_bimodal_target(schedule):
 
 def test_smc_ess_rule_hits_threshold():
     case = em.linear_regression()
-    idata = pmc.sample_smc(draws=1000, threshold=0.6, random_seed=23, model=case.model, **{**QUICK, "chains": 1})
+    idata = pmc.sample_smc(draws=1000, threshold=0.6, random_seed=23, model=case.model,
+                           init="prior", **{**QUICK, "chains": 1})  # tempered from the prior
     st = idata.sample_stats
     n = int(st["n_stages"].values[0])
+    assert n > 2
     ess = st["ess"].values[0, : n - 1]  # the last stage stops at tau = 1
     np.testing.assert_allclose(ess / 1000, 0.6, atol=2e-3)
 
@@ -82,11 +87,13 @@ def test_smc_rejects_start_and_bad_options():
 def test_waste_free_smc_exact_evidence():
     """waste_free=True: chains of P = 10 states from N/10 resampled particles per stage."""
     case = em.normal_mean()
-    idata = pmc.sample_smc(draws=1000, waste_free=True, random_seed=25, model=case.model, **QUICK)
+    idata = pmc.sample_smc(draws=1000, waste_free=True, random_seed=25, model=case.model,
+                           init="prior", **QUICK)  # tempered, not one stage
     _check(idata, case.log_z, 0.1)
     st = idata.sample_stats
     assert st.attrs["waste_free"] == 10
     n = int(st["n_stages"].values[0])
+    assert n > 1
     np.testing.assert_array_equal(st["mcmc_steps"].values[0, : n - 1], 9)
 
 
@@ -120,6 +127,10 @@ def test_ess_default_is_one_stage_when_the_start_meets_the_target():
     assert a["predicted_mcse"] <= a["target_mcse"] == 0.02
     assert a["max_mcmc_steps"] == 3
     assert int(idata.sample_stats["mcmc_steps"].values.max()) <= 3
+    assert a["refit_restarted"] == 0  # its refit check flags, never restarts
+    # a threshold the user chose is kept: no one-stage test
+    chosen = pmc.sample_smc(threshold=0.6, **kw).sample_stats.attrs
+    assert chosen["schedule"] != "one_step" and "predicted_mcse" not in chosen
     _check(idata, case.log_z, 0.03)
     tight = pmc.sample_smc(target_mcse=a["predicted_mcse"] / 2, **kw).sample_stats
     assert tight.attrs["schedule"] != "one_step" and tight.attrs["max_mcmc_steps"] == 20

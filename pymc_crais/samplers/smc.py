@@ -86,17 +86,20 @@ def sample_smc(
         estimate of the rate integral, so that the run has about ``n_steps`` stages, see
         :func:`pymc_crais.sample_crais`); ``alpha``; ``n_steps`` (fixed schedules, and the
         target length of CR-SMC with ``delta="auto"``, default 100); ``target_mcse``
-        (default 0.02 nats; the ESS/CESS rules and CR-SMC: the importance weights of up to
+        (default 0.02 nats; the ESS rule and CR-SMC: the importance weights of up to
         1000 run-level draws of the start are measured first, and when their k̂ is at most
         0.5 and they predict a pooled Monte Carlo error of ``log Ẑ`` at most
         ``target_mcse`` the run is one stage, τ: 0 → 1, then its moves — no tempering, no
         pilot, no rate rule; else the rule's stages as before; attributes
         ``start_relative_variance``, ``start_pareto_k``, ``predicted_mcse``. CR-SMC does
-        this only with ``n_steps`` and ``delta`` not given; the ESS/CESS rules with the
-        geometric path, ``alpha=0``, no ``max_step``/``min_step``, no persistent sampling
-        and not after the conditional or annealed start, and their one stage makes at most
-        3 transitions at τ = 1 unless ``max_mcmc_steps`` is given: its weighted draws are
-        already posterior draws, the moves only break up the resampled copies); ``resample`` (``"always"`` default for ESS/CESS and
+        this only with ``n_steps`` and ``delta`` not given; the ESS rule at its default
+        ``threshold`` without ``n_steps`` (the CESS rule, or another threshold, only when
+        ``target_mcse`` is given), with the geometric path, ``alpha=0``, no
+        ``max_step``/``min_step``, no persistent sampling and where neither the conditional
+        nor the annealed start was tried; its one stage makes at most 3 transitions at
+        τ = 1 unless ``max_mcmc_steps`` is given (its weighted draws are already posterior
+        draws, the moves only break up the resampled copies), and its posterior refit check
+        flags rather than restarts; it also sizes the conditional start's copies); ``resample`` (``"always"`` default for ESS/CESS and
         fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the 0.9-quantile of the coordinates' correlations with the stage's start is
@@ -244,7 +247,7 @@ def plan_smc(
     if not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0:
         if st.tries_conditional_start():
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start
-            setup, found = smc_conditional_start(setup)
+            setup, found = smc_conditional_start(setup, st.target_mcse or DEFAULT_TARGET_MCSE)
             attrs.update(found)
             n_annealed = found.get("n_logp_evals_conditional_start", 0)
             conditional = found.get("init_choice") == "conditional_laplace"
@@ -255,9 +258,11 @@ def plan_smc(
             annealed = bool(found)  # a funnel's prior start: its weights are far already
             n_annealed += found.get("n_logp_evals_annealed_start", 0)
     one_step = False
-    # the ESS/CESS rules: a start whose weights already meet the target needs no tempering
+    # the ESS rule as the user left it (or any adaptive rule given a target_mcse): a start
+    # whose weights already meet the target needs no tempering
     ess_one_step = (
-        schedule.adaptive and not (conditional or annealed or persistent) and path == "geometric"
+        (st.default_ess or (schedule.adaptive and st.target_mcse is not None))
+        and not (conditional or annealed or persistent) and path == "geometric"
         and float(alpha) == 0.0 and max_step is None and min_step is None
     )
     if (is_cr and n_steps is None and is_auto(delta)) or ess_one_step:
@@ -295,5 +300,9 @@ def plan_smc(
     run_options = st.anneal_options(persistent, stages)
     built = build_path(setup, path, alpha, c, attrs, path_kwargs)
     # a second run from the refit start needs a path and stages that do not depend on q0
-    refit = "restart" if path == "geometric" and not persistent and not conditional else "check"
+    # (after the ESS rules' one stage too: its restart would be one importance stage again,
+    # from a refit whose weights pass a weaker test than the stage's)
+    ess_one = one_step and not is_cr
+    restart = path == "geometric" and not (persistent or conditional or ess_one)
+    refit = "restart" if restart else "check"
     return AnnealPlan(setup, built, sched, "SMC", run_options, attrs, {}, t_start, refit)

@@ -11,7 +11,7 @@ samplers:
 * the run-level work (checks, compilation, the automatic start ``init="auto"`` with its
   exact importance weights, pilots, CR-AIS's tuning run) is done once when PyMC builds the
   kernel, for the number of chains that ``pm.sample_smc`` runs (:func:`driver_chains`: the
-  ``target_mcse`` of CR-AIS and CR-SMC is pooled over them, as in our samplers) (:func:`~pymc_crais.samplers.smc.plan_smc`,
+  ``target_mcse`` of CR-AIS, CR-SMC and the ESS rule's one-stage test is pooled over them, as in our samplers) (:func:`~pymc_crais.samplers.smc.plan_smc`,
   :func:`~pymc_crais.samplers.engine.crais_plan.plan_crais`);
 * each chain is the same annealing task as in our samplers, driven one stage per
   ``update_beta_and_weights`` (:func:`~pymc_crais.samplers.engine.anneal_chain.iter_anneal_chain`):
@@ -281,7 +281,8 @@ class BatchedSMC(_PlannedKernel):
 
     ``pm.sample_smc(kernel=pmc.BatchedSMC)`` with nothing else runs, per chain, what
     ``pmc.sample_smc()`` runs with its defaults: the automatic start (``init="auto"``),
-    each next β where the ESS falls to ``threshold · N`` (PyMC's rule and default 0.5),
+    each next β where the ESS falls to ``threshold · N`` (PyMC's rule and default 0.5; at
+    that default one stage where the start's weights already meet ``target_mcse``, 0.02),
     resampling, and batched moves (``mutation="auto"``) until the particles decorrelate.
 
     Parameters

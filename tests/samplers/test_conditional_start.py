@@ -275,8 +275,13 @@ def test_crais_keeps_a_start_above_its_target_only_where_the_laplace_fit_failed(
     found = {"init_choice": "conditional_laplace", "init_first_choice": first,
              "init_conditional_predicted_mcse": 0.04, "init_conditional_copies": 4}  # fmt: skip
     monkeypatch.setattr(cs, "smc_conditional_start", lambda setup, target: (new, dict(found)))
-    setup, attrs, mcse = cs.one_step_conditional_start("setup", 0.02)
+    import types
+
+    first = {"init_choice": "prior", "init_n_modes": np.nan} if first == "prior" else {
+        "init_choice": "prior", "init_n_modes": 1}  # a fit whose pilot was heavy: not "no fit"
+    old = types.SimpleNamespace(attrs=first)
+    setup, attrs, mcse = cs.one_step_conditional_start(old, 0.02)
     assert (setup is new, mcse == 0.04 if kept else mcse is None) == (kept, True)
     if not kept:
-        assert setup == "setup" and "init_choice" not in attrs
+        assert setup is old and "init_choice" not in attrs
         assert "> 1 x target_mcse 0.02" in attrs["init_conditional_reason"]

@@ -118,10 +118,9 @@ step and a ``d_x × d_x`` factorization)."""
 GUARD_DISTANCE = 1e-3
 """Whitened distance (in the first run's metric) beyond which two Newton ends differ."""
 CRAIS_TARGET_FACTOR = 3.0
-"""Without a Laplace start CR-AIS keeps this start when its run is predicted within this many
-times ``target_mcse`` (with one, within it): its other starts (the prior, a short SMC run's fit)
-missed the AR(1) by −0.52 (flagged, seed 11) and −0.72 ± 0.08 (unflagged, seed 13), predicted
-0.025–0.029; on Sonar's heavy Laplace start this start was predicted 0.054, realized ±0.63."""
+"""Without a Laplace fit CR-AIS keeps this start when predicted within this many × ``target_mcse``
+(else within it): its other starts missed the AR(1) (predicted 0.025–0.029) by −0.52 (flagged,
+seed 11) and −0.72 ± 0.08 (silent, seed 13); beside Sonar's heavy fit it gave ±0.63 (0.054)."""
 CONDITIONAL_MAX_MCMC_STEPS = 3
 """``sample_smc``'s cap on the transitions at τ = 1 after this start, unless the user set
 ``max_mcmc_steps``: its weighted draws are posterior draws already, and the moves only break
@@ -344,7 +343,8 @@ def one_step_conditional_start(setup, target_mcse: float):
     if attrs.get("init_choice") != "conditional_laplace":
         return setup, attrs, None
     mcse = float(attrs["init_conditional_predicted_mcse"])
-    no_fit = attrs.get("init_first_choice") == "prior"  # the Laplace fit failed
+    a = setup.attrs  # the Laplace fit failed (no mode search ran), as smc_needs_conditional_start
+    no_fit = a.get("init_choice") == "prior" and np.isnan(float(a.get("init_n_modes", np.nan)))
     if mcse <= (CRAIS_TARGET_FACTOR if no_fit else 1.0) * target_mcse:
         return new, attrs, mcse
     for key in ("init_choice", "init_reason", "init_first_choice", "init_conditional_copies"):

@@ -155,7 +155,7 @@ def call_in_blocks(fn, x: np.ndarray, rows: int | None, pad: bool = False) -> li
     list of numpy.ndarray
     """
     n = x.shape[0]
-    if not pad and (rows is None or n <= rows):
+    if n == 0 or (not pad and (rows is None or n <= rows)):
         return fn(x)
     step = n if rows is None else min(rows, n)
     parts = []

@@ -127,17 +127,21 @@ class SMCSettings:
             idle_mcmc_steps=idle,
         )
 
-    def tries_conditional_start(self) -> bool:
-        """Whether the run may take the conditional-Laplace start (on the geometric path
-        without persistent sampling, which the caller checks): ``conditional_start``, the
-        ESS schedule at its default ``threshold`` and no ``n_steps`` (a start that replaces
-        the schedule by one stage must not override a schedule the user chose)."""
+    @property
+    def default_ess(self) -> bool:
+        """The ESS schedule at its default ``threshold`` and no ``n_steps``: a start that
+        replaces the schedule by one stage must not override a schedule the user chose."""
         return bool(
-            self.conditional_start
-            and getattr(self.schedule, "name", self.schedule) == "ess"
+            getattr(self.schedule, "name", self.schedule) == "ess"
             and self.threshold == 0.5
             and self.n_steps is None
         )
+
+    def tries_conditional_start(self) -> bool:
+        """Whether the run may take the conditional-Laplace start (on the geometric path
+        without persistent sampling, which the caller checks): ``conditional_start`` and
+        :attr:`default_ess`."""
+        return bool(self.conditional_start and self.default_ess)
 
     def resolved_idle_mcmc_steps(self, persistent) -> int | None:
         """Transitions of a stage ``τ < 1`` that did not resample (``None``: as

@@ -1,9 +1,11 @@
-"""The start's importance weights as a run of one step (shared by CR-AIS and CR-SMC).
+"""The start's importance weights as a run of one step (shared by CR-AIS, CR-SMC and SMC's
+ESS rule).
 
 Importance weights of run-level draws of ``q0`` against the target measure the AIS run of
 one step: their relative variance predicts the Monte Carlo error of ``log Ẑ`` for the final
 run's particles (:mod:`pymc_crais.core.schedules.run_length`). CR-AIS's ``n_steps="auto"``
-and CR-SMC's default end there, with one step, when the prediction meets ``target_mcse``.
+and the defaults of CR-SMC and of SMC's ESS rule end there, with one step, when the
+prediction meets ``target_mcse``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ __all__ = [
 ]
 
 DEFAULT_TARGET_MCSE = 0.02
-"""The default ``target_mcse`` (nats, pooled over chains) of CR-AIS and CR-SMC."""
+"""The default ``target_mcse`` (nats, pooled over chains) of CR-AIS, CR-SMC and SMC's ESS
+rule's one-stage test."""
 START_DRAWS = 1000
 """Draws of ``q0`` whose importance weights measure the one-step run."""
 START_MAX_KHAT = 0.5
