@@ -292,7 +292,8 @@ def plan_smc(
             )
             attrs.update(sched.describe())
     stages = persistent_stages(persistent, setup) if persistent else None
-    if (conditional or (one_step and not is_cr)) and "max_mcmc_steps" not in kernel_kwargs:
+    capped = isinstance(st.n_mcmc_steps, str) and "max_mcmc_steps" not in kernel_kwargs
+    if (conditional or (one_step and not is_cr)) and capped:  # (a fixed count has no cap)
         # its draws are already weighted posterior draws: the moves at τ = 1 only break up
         # the copies the final resampling makes (CR-AIS's one-step run makes one transition)
         st = replace(st, max_mcmc_steps=CONDITIONAL_MAX_MCMC_STEPS)
