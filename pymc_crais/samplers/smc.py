@@ -244,7 +244,9 @@ def plan_smc(
     }
     n_annealed = 0
     conditional = annealed = False
-    if not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0:
+    # the starts below and the ESS rule's one-stage test: not CR-SMC, the plain geometric path
+    plain = not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0
+    if plain:
         if st.tries_conditional_start():
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start
             setup, found = smc_conditional_start(setup, st.target_mcse or DEFAULT_TARGET_MCSE)
@@ -261,9 +263,8 @@ def plan_smc(
     # the ESS rule as the user left it (or any adaptive rule given a target_mcse): a start
     # whose weights already meet the target needs no tempering
     ess_one_step = (
-        (st.default_ess or (schedule.adaptive and st.target_mcse is not None))
-        and not (conditional or annealed or persistent) and path == "geometric"
-        and float(alpha) == 0.0 and max_step is None and min_step is None
+        plain and not (conditional or annealed) and max_step is None and min_step is None
+        and (st.default_ess or (schedule.adaptive and st.target_mcse is not None))
     )
     if (is_cr and n_steps is None and is_auto(delta)) or ess_one_step:
         # CR-SMC's default: one stage when the start's weights already meet the target
@@ -273,6 +274,7 @@ def plan_smc(
         if start.point is not None:
             attrs["predicted_mcse"] = start.mcse
         one_step = start.meets(target)
+    ess_one = one_step and not is_cr  # the ESS rule's one stage
     if one_step or conditional:
         c = 0.0
         sched = one_step_schedule()
@@ -293,7 +295,7 @@ def plan_smc(
             attrs.update(sched.describe())
     stages = persistent_stages(persistent, setup) if persistent else None
     capped = isinstance(st.n_mcmc_steps, str) and "max_mcmc_steps" not in kernel_kwargs
-    if (conditional or (one_step and not is_cr)) and capped:  # (a fixed count has no cap)
+    if (conditional or ess_one) and capped:  # (a fixed count has no cap)
         # its draws are already weighted posterior draws: the moves at τ = 1 only break up
         # the copies the final resampling makes (CR-AIS's one-step run makes one transition)
         st = replace(st, max_mcmc_steps=CONDITIONAL_MAX_MCMC_STEPS)
@@ -303,7 +305,6 @@ def plan_smc(
     # a second run from the refit start needs a path and stages that do not depend on q0
     # (after the ESS rules' one stage too: its restart would be one importance stage again,
     # from a refit whose weights pass a weaker test than the stage's)
-    ess_one = one_step and not is_cr
     restart = path == "geometric" and not (persistent or conditional or ess_one)
     refit = "restart" if restart else "check"
     return AnnealPlan(setup, built, sched, "SMC", run_options, attrs, {}, t_start, refit)

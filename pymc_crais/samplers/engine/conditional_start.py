@@ -122,10 +122,9 @@ CRAIS_TARGET_FACTOR = 3.0
 (else within it): its other starts missed the AR(1) (predicted 0.025–0.029) by −0.52 (flagged,
 seed 11) and −0.72 ± 0.08 (silent, seed 13); beside Sonar's heavy fit it gave ±0.63 (0.054)."""
 CONDITIONAL_MAX_MCMC_STEPS = 3
-"""``sample_smc``'s cap on the transitions at τ = 1 after this start, unless the user set
-``max_mcmc_steps``: its weighted draws are posterior draws already, and the moves only break
-up the copies that the final resampling makes (on the latent GP the default cap of 20 made
-the moves most of the run's cost)."""
+"""``sample_smc``'s cap on the moves at τ = 1 after this start (unless ``max_mcmc_steps`` is
+given): its weighted draws are posterior draws, the moves only break up the resampled copies
+(on the latent GP the default cap of 20 made the moves most of the run's cost)."""
 REASON = (
     "latent-Gaussian structure: hyperparameters from a Student-t at their Laplace marginal's "
     "mode, the latent block from its conditional Laplace fit (one importance stage)"
@@ -180,10 +179,13 @@ def smc_needs_conditional_start(setup) -> bool:
     a = setup.attrs
     if a.get("init") != "auto" or not setup.model_density.has_gradient:
         return False
-    n_modes = float(a.get("init_n_modes", np.nan))
-    no_fit = a.get("init_choice") == "prior" and np.isnan(n_modes)
-    heavy = n_modes == 1 and float(a.get("init_pareto_k", 0.0)) > 0.7
-    return bool(no_fit or heavy)
+    heavy = float(a.get("init_n_modes", np.nan)) == 1 and float(a.get("init_pareto_k", 0.0)) > 0.7
+    return bool(_no_laplace_fit(a) or heavy)
+
+
+def _no_laplace_fit(a) -> bool:
+    """``init="auto"`` fell back to the prior before its mode search: the fit failed."""
+    return a.get("init_choice") == "prior" and bool(np.isnan(float(a.get("init_n_modes", np.nan))))
 
 
 def _weights(proposal, rng, md, n):
@@ -343,8 +345,7 @@ def one_step_conditional_start(setup, target_mcse: float):
     if attrs.get("init_choice") != "conditional_laplace":
         return setup, attrs, None
     mcse = float(attrs["init_conditional_predicted_mcse"])
-    a = setup.attrs  # the Laplace fit failed (no mode search ran), as smc_needs_conditional_start
-    no_fit = a.get("init_choice") == "prior" and np.isnan(float(a.get("init_n_modes", np.nan)))
+    no_fit = _no_laplace_fit(setup.attrs)
     if mcse <= (CRAIS_TARGET_FACTOR if no_fit else 1.0) * target_mcse:
         return new, attrs, mcse
     for key in ("init_choice", "init_reason", "init_first_choice", "init_conditional_copies"):
@@ -375,9 +376,8 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
     k, rv = khat(lw), relative_variance(lw)
     attrs["init_conditional_pareto_k"] = k
     attrs["init_conditional_refits"] = 0
-    # one refit, where a better proposal could pay for its pilot (a second one made the
-    # AR(1)'s weights look light to a pilot and then heavy to the chains: MCSE 0.127 at
-    # seed 22)
+    # one refit, where a better proposal could pay for its pilot (a second one made the AR(1)'s
+    # weights look light to a pilot and then heavy to the chains: MCSE 0.127 at seed 22)
     worth = target.saving(k, split, newton) > pilot_cost
     refit = _refit(fit, proposal, start, lw, light=bool(k <= TRUST_KHAT)) if worth else None
     if refit is not None:

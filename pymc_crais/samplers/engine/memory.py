@@ -22,13 +22,13 @@ __all__ = [
     "BYTES_PER_ELEMENT",
     "BYTES_PER_ELEMENT_JAX",
     "DEFAULT_MEMORY_BUDGET",
-    "jax_on_accelerator",
-    "block_rows",
     "MIN_PADDED_ROWS",
+    "block_rows",
     "call_in_blocks",
-    "padded_rows",
     "check_memory_budget",
+    "jax_on_accelerator",
     "observed_elements",
+    "padded_rows",
 ]
 
 DEFAULT_MEMORY_BUDGET = 2**30
@@ -159,12 +159,12 @@ def call_in_blocks(fn, x: np.ndarray, rows: int | None, pad: bool = False) -> li
         return fn(x)
     step = n if rows is None else min(rows, n)
     parts = []
-    for i in range(0, n, max(step, 1)):
+    for i in range(0, n, step):
         block = x[i : i + step]
         m = block.shape[0]
-        if pad and padded_rows(m, rows) > m:
-            extra = np.repeat(block[-1:], padded_rows(m, rows) - m, axis=0)
-            block = np.concatenate([block, extra])
+        extra = padded_rows(m, rows) - m if pad else 0
+        if extra:
+            block = np.concatenate([block, np.repeat(block[-1:], extra, axis=0)])
         # to NumPy at once: JAX returns before it has computed, and blocks left in flight
         # would all hold their temporaries together
         parts.append([np.asarray(o)[:m] for o in fn(np.ascontiguousarray(block))])

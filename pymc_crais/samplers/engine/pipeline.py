@@ -149,13 +149,14 @@ def prepare(options: RunOptions) -> RunSetup:
     budget = check_memory_budget(o.memory_budget)
     # JAX: every chain in this process, their particles in one batched call (a forked JAX
     # runtime deadlocks, and one process should drive an accelerator with big batches)
-    batched = uses_jax(ckw) and chains > 1 and executor is None
+    on_jax = uses_jax(ckw)
+    batched = on_jax and chains > 1 and executor is None
     fits = isinstance(init, str) and init in ("laplace", "auto") and not layout.has_discrete
     model_density = compile_model_density(
         model, gradient=mutation.needs_gradient or fits, compile_kwargs=ckw
     )
-    model_density.block_rows = block_rows(model, layout.dim, budget, jax=uses_jax(ckw))
-    model_density.pad_rows = uses_jax(ckw) and jax_on_accelerator()  # few shapes to compile
+    model_density.block_rows = block_rows(model, layout.dim, budget, jax=on_jax)
+    model_density.pad_rows = on_jax and jax_on_accelerator()  # few shapes to compile
     draws_prior = isinstance(init, str) and init in ("prior", "auto")  # proper: checked above
     prior = prior_sampler(model, layout, ckw) if draws_prior else None
     # the automatic start draws from its own child of the run-level generator, so the
