@@ -330,6 +330,9 @@ def chain_row(cs: dict) -> dict:
     row["pareto_k_max"] = float(np.nanmax(pk)) if (~np.isnan(pk)).any() else np.nan
     mc = np.asarray(cs.get("move_correlation", []), dtype=np.float64)
     mcx = np.asarray(cs.get("move_correlation_max", []), dtype=np.float64)
+    rs = np.asarray(cs.get("resampled", []), dtype=bool)
+    if rs.shape == mc.shape == mcx.shape and rs.any():  # copies to break up: resampled stages
+        mc, mcx = mc[rs], mcx[rs]
     row["move_correlation_mean"] = float(np.nanmean(mc)) if np.isfinite(mc).any() else np.nan
     row["move_correlation_stuck_fraction"] = (
         float(np.mean(mcx[np.isfinite(mcx)] > STUCK_CORRELATION))

@@ -17,10 +17,11 @@ prints a report. The checks and their thresholds (docs/reliability.md,
     from, below 50 (or below 2 % of the particles, whichever is smaller). The within-chain
     error is then estimated from a handful of independent families.
 ``mixing``
-    SMC only: the mean over stages of ``move_correlation`` (mean over coordinates of the
-    correlation of the particles after a stage's moves with their positions before) above
-    0.8, or ``move_correlation_max`` above 0.95 on more than half the stages: the moves left
-    the resampled copies where they were, so the population is far less diverse than N.
+    SMC only: the mean over the stages that resampled of ``move_correlation`` (mean over
+    coordinates of the correlation of the particles after a stage's moves with their
+    positions before) above 0.8, or ``move_correlation_max`` above 0.95 on more than half of
+    them: the moves left the resampled copies where they were, so the population is far less
+    diverse than N.
     (A bimodal target keeps the correlation near 0.7 through mode membership alone while
     its estimate is right, hence not 0.5.)
 ``start``

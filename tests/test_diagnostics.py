@@ -205,6 +205,19 @@ def test_moves_that_do_not_move_are_flagged():
     assert _check([stuck, _chain(seed=1)]).flags == ["mixing"]
     # a bimodal target keeps ~0.7 through mode membership: not flagged
     assert _check([_chain(seed=0, move_correlation=np.full(10, 0.7)), _chain(seed=1)]).ok
+    # only the stages that resampled have copies to break up: single moves in stages that
+    # kept their weights (τ = 1, CR-SMC's idle stages) that leave the particles in place are
+    # not a mixing failure (counted, 2 of 3 stages would be "stuck")
+    last = dict(move_correlation=np.array([0.2, 0.99, 0.99]), tau=np.linspace(0.25, 1, 3),
+                move_correlation_max=np.array([0.4, 0.999, 0.999]), weight_tail=None)
+    resampled = np.array([True, False, False])
+    chains = [_chain(seed=s, **last, resampled=resampled) for s in range(2)]
+    for c in chains:
+        c["weight_tail"] = np.stack([log_weight_tail(np.zeros(500))] * 3)
+    assert _check(chains).ok
+    stuck = [dict(c, move_correlation=np.full(3, 0.97), move_correlation_max=np.full(3, 0.99))
+             for c in chains]  # fmt: skip
+    assert _check(stuck).flags == ["mixing"]
 
 
 def test_max_steps_is_flagged():

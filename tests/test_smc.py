@@ -118,15 +118,16 @@ def test_cr_smc_default_is_one_stage_when_the_start_meets_the_target():
 
 def test_ess_default_is_one_stage_when_the_start_meets_the_target():
     """The default ESS rule: a start whose importance weights predict a pooled MCSE within
-    target_mcse is one stage, with at most 3 moves at τ = 1; a tighter target tempers."""
+    target_mcse is one stage, with one move at τ = 1 (its draws are distinct: the final weights,
+    not the moves, make the posterior draws); a tighter target tempers."""
     case = em.linear_regression()
     kw = dict(draws=500, random_seed=26, model=case.model, **QUICK)
     idata = pmc.sample_smc(**kw)
     a = idata.sample_stats.attrs
     assert a["schedule"] == "one_step" and int(idata.sample_stats.n_stages[0]) == 1
     assert a["predicted_mcse"] <= a["target_mcse"] == 0.02
-    assert a["max_mcmc_steps"] == 3
-    assert int(idata.sample_stats["mcmc_steps"].values.max()) <= 3
+    assert a["mcmc_steps_at_target"] == 1 and a["max_mcmc_steps"] == 20
+    assert int(idata.sample_stats["mcmc_steps"].values.max()) == 1
     assert a["refit_restarted"] == 0  # its refit check flags, never restarts
     # a threshold the user chose is kept: no one-stage test
     chosen = pmc.sample_smc(threshold=0.6, **kw).sample_stats.attrs
@@ -134,5 +135,7 @@ def test_ess_default_is_one_stage_when_the_start_meets_the_target():
     _check(idata, case.log_z, 0.03)
     tight = pmc.sample_smc(target_mcse=a["predicted_mcse"] / 2, **kw).sample_stats
     assert tight.attrs["schedule"] != "one_step" and tight.attrs["max_mcmc_steps"] == 20
+    # its particles are distinct at τ = 1 as well: one move there
+    assert tight["mcmc_steps"].values[0, int(tight["n_stages"][0]) - 1] == 1
     # the start is measured the same way: only the stages differ
     assert tight.attrs["start_relative_variance"] == a["start_relative_variance"]

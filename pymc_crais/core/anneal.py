@@ -81,6 +81,13 @@ class AnnealOptions:
         its particles are distinct and exactly weighted, so moves only follow the target's
         small change (resample-move; ``sample_smc``'s ``idle_mcmc_steps``). The number of
         transitions never biases ``Ẑ``.
+    final_moves : Moves, optional
+        The transitions at ``τ = 1`` (default: ``moves``) of a population with no copies in it
+        (no start families of several members left: it resampled, or each family is one
+        particle). Those moves come before the final weights are resampled into the posterior
+        draws and change no weight, so they neither set ``Ẑ`` nor break up the copies that
+        resampling makes; they only follow the target's last change, as ``idle_moves`` do.
+        Where a start's families share their hyperparameters, ``moves`` break them up.
     observers : tuple of LoopObserver, default ()
         Observers of the loop (:class:`~pymc_crais.core.observers.LoopObserver`): told the
         initial population, the population at the start of every stage before its τ is
@@ -103,6 +110,7 @@ class AnnealOptions:
     stages: StageStrategy | None = None
     observers: tuple = ()
     idle_moves: Moves | None = None
+    final_moves: Moves | None = None
 
     def __post_init__(self):
         if int(self.max_stages) != self.max_stages or self.max_stages < 1:

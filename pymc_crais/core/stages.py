@@ -175,11 +175,15 @@ class StageStrategy:
 
     def move(self, loop: LoopState, rng, kernel, density, path, tau_new, options, n_total: int) -> MoveResult:
         """Tune (or look up) the kernel, then make the stage's transitions
-        (``options.idle_moves`` in a stage ``τ < 1`` that did not resample)."""
+        (``options.idle_moves`` in a stage ``τ < 1`` that did not resample,
+        ``options.final_moves`` at ``τ = 1`` where no start family of several particles is
+        left)."""
         params, tune = stage_params(loop, kernel, tau_new, options)
         args = (rng, kernel, loop.state, density, path, tau_new, params)
         idle = options.idle_moves is not None and tau_new < 1.0 and not loop.resampled
-        moves = options.idle_moves if idle else options.moves
+        families = loop.n_resamplings == 0 and (loop.n_families or loop.state.n) < loop.state.n
+        final = options.final_moves is not None and tau_new >= 1.0 and not families
+        moves = options.idle_moves if idle else options.final_moves if final else options.moves
         return adopt(loop, moves.run(*args, tune=tune, info=loop.info))
 
 

@@ -6,12 +6,13 @@ import time
 from dataclasses import replace
 
 from ..core.anneal import AnnealOptions
+from ..core.kernels.moves import Moves
 from ..core.paths import make_path
 from ..core.schedules import Schedule
 from ..core.schedules.adaptive import ConstantRateSchedule
 from .engine.anneal_chain import AnnealPlan
 from .engine.annealed_start import smc_annealed_start
-from .engine.conditional_start import CONDITIONAL_MAX_MCMC_STEPS, smc_conditional_start
+from .engine.conditional_start import CONDITIONAL_MAX_MCMC_STEPS, one_step_conditional_start
 from .engine.options import RunOptions, check_int, check_rate, is_auto
 from .engine.path_option import build_path, check_path
 from .engine.persistent_option import check_persistent, persistent_stages
@@ -29,6 +30,10 @@ CR_SMC_CESS_FLOOR = 0.999
 :class:`~pymc_crais.core.schedules.adaptive.ConstantRateSchedule`'s ``cess_floor``)."""
 DEFAULT_N_STEPS = 100
 """Stages of a fixed schedule, and CR-SMC's target length, when ``n_steps`` is not given."""
+MCMC_STEPS_AT_TARGET = 1
+"""Transitions at ``τ = 1`` with an adaptive move count (unless ``max_mcmc_steps`` is given),
+where no start family of several particles is left: they come before the final weights are
+resampled into the draws and change no weight (``AnnealOptions.final_moves``)."""
 
 
 @single_threaded_blas
@@ -132,7 +137,8 @@ def sample_smc(
         ``init_kwargs``; ``conditional_start`` (default ``True``: where ``init="auto"``
         found no usable Laplace fit, or one with heavy-tailed weights, and the model has a
         latent block given a few hyperparameters, with the default ESS schedule, the run may
-        be one importance stage from the conditional-Laplace start, ``init_choice ==
+        be one importance stage from the conditional-Laplace start where its pilot predicts
+        ``target_mcse`` (3× it where the Laplace fit failed), ``init_choice ==
         "conditional_laplace"``, docs/algorithms.md, "The conditional-Laplace start";
         ``False`` keeps the rules without it); ``kernel_kwargs`` (a dict of the kernel's own
         options);
@@ -248,8 +254,10 @@ def plan_smc(
     plain = not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0
     if plain:
         if st.tries_conditional_start():
-            # latent-Gaussian structure: one importance stage from the conditional-Laplace start
-            setup, found = smc_conditional_start(setup, st.target_mcse or DEFAULT_TARGET_MCSE)
+            # latent-Gaussian structure: one importance stage from the conditional-Laplace start,
+            # where its pilot predicts the target error (as for CR-AIS)
+            target = st.target_mcse or DEFAULT_TARGET_MCSE
+            setup, found, _ = one_step_conditional_start(setup, target)
             attrs.update(found)
             n_annealed = found.get("n_logp_evals_conditional_start", 0)
             conditional = found.get("init_choice") == "conditional_laplace"
@@ -295,12 +303,16 @@ def plan_smc(
             attrs.update(sched.describe())
     stages = persistent_stages(persistent, setup) if persistent else None
     capped = isinstance(st.n_mcmc_steps, str) and "max_mcmc_steps" not in kernel_kwargs
-    if (conditional or ess_one) and capped:  # (a fixed count has no cap)
+    if conditional and capped:  # (a fixed count has no cap)
         # its draws are already weighted posterior draws: the moves at τ = 1 only break up
-        # the copies the final resampling makes (CR-AIS's one-step run makes one transition)
+        # the families that share a θ (CR-AIS's one-step run makes one transition)
         st = replace(st, max_mcmc_steps=CONDITIONAL_MAX_MCMC_STEPS)
         attrs["max_mcmc_steps"] = CONDITIONAL_MAX_MCMC_STEPS
     run_options = st.anneal_options(persistent, stages)
+    if capped and not (persistent or st.waste_free):
+        # at τ = 1 the weights, not the moves, make the posterior draws (AnnealOptions)
+        run_options = replace(run_options, final_moves=Moves.fixed(MCMC_STEPS_AT_TARGET))
+        attrs["mcmc_steps_at_target"] = MCMC_STEPS_AT_TARGET
     built = build_path(setup, path, alpha, c, attrs, path_kwargs)
     # a second run from the refit start needs a path and stages that do not depend on q0
     # (after the ESS rules' one stage too: its restart would be one importance stage again,

@@ -145,3 +145,46 @@ def test_dense_metric_mixes_a_correlated_gaussian_faster():
         r = new.x - x
         jumps[dense] = np.mean(np.einsum("ij,jk,ik->i", r, prec, r)) / d / info.n_evals * n
     assert jumps[150] > 2.0 * jumps[0], jumps
+
+
+def test_final_moves_at_the_target_where_no_start_family_is_left():
+    """``final_moves`` make the transitions at τ = 1 of a population with no copies in it (it
+    resampled, or its start had no families); the stages before keep ``moves``; ``Ẑ`` and the
+    final weights are the same bits (moves at τ = 1 come after its increment and change no
+    weight)."""
+    from pymc_crais.core.kernels.moves import Moves
+
+    res, log_z = _smc(3, 600, n_mcmc_steps=4)
+    two = AnnealOptions.from_settings(n_mcmc_steps=4, resample="always", tune_from_weights=True)
+    dens, _ = linear_regression_density()
+    rng = np.random.default_rng(3)
+    x0 = dens.sample_q0(rng, 600)
+    final = anneal(rng, dens, x0, make_path(0.0), ESSSchedule(0.5), HMC(),
+                   options=AnnealOptions(**{**two.__dict__, "final_moves": Moves.fixed(1)}))  # fmt: skip
+    steps = final.stages["mcmc_steps"]
+    assert len(steps) >= 2 and (steps[:-1] == 4).all() and steps[-1] == 1
+    assert (res.stages["mcmc_steps"] == 4).all()
+    assert final.log_marginal_likelihood == res.log_marginal_likelihood
+    np.testing.assert_array_equal(final.log_weights, res.log_weights)
+    assert final.n_logp_evals < res.n_logp_evals
+
+
+def test_final_moves_leave_a_start_whose_families_share_a_draw_to_the_moves():
+    """A one-stage run from a start drawn in families of two (copies sharing their
+    hyperparameters) keeps ``moves`` at τ = 1: they are what breaks the families up; in
+    families of one, ``final_moves``."""
+    from pymc_crais.core.conditional_laplace import WeightedStart
+    from pymc_crais.core.kernels.moves import Moves
+    from pymc_crais.core.schedules import FixedSchedule
+
+    dens, _ = linear_regression_density()
+    opts = AnnealOptions.from_settings(n_mcmc_steps=3, tune_from_weights=True)
+    opts = AnnealOptions(**{**opts.__dict__, "final_moves": Moves.fixed(1)})
+    for size, wanted in ((2, 3), (1, 1)):
+        rng = np.random.default_rng(4)
+        x = dens.sample_q0(rng, 400)
+        x[1::2] = x[::2] if size == 2 else x[1::2]
+        start = WeightedStart(x, dens.evaluate(x).log_q0, np.arange(400) // size)
+        res = anneal(rng, dens, start, make_path(0.0), FixedSchedule(np.array([0.0, 1.0])), HMC(),
+                     options=opts)  # fmt: skip
+        assert res.stages["mcmc_steps"][-1] == wanted

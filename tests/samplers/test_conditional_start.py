@@ -137,7 +137,7 @@ def test_a_centred_model_takes_the_start_and_is_right(centred, runs):
     # the copies per θ draw are sized from the pilot for the default target (0.02 at 2 × 400
     # draws here): predicted and measured errors agree within a factor of two
     copies = attrs["init_conditional_copies"]
-    assert cs.COPIES <= copies <= cs.MAX_COPIES and 400 % copies == 0
+    assert cs.MIN_COPIES <= copies <= cs.MAX_COPIES and 400 % copies == 0
     assert 0.5 < se / attrs["init_conditional_predicted_mcse"] < 2.0
     assert abs(lz - centred.log_z) < max(4 * se, 0.05)
     ss = res["sample_stats"]
@@ -171,6 +171,19 @@ def test_the_option_and_a_chosen_schedule_leave_the_rules_without_it(centred, op
     attrs = res["sample_stats"].attrs
     assert attrs["init_choice"] != "conditional_laplace"
     assert "init_conditional_reason" not in attrs  # not tried
+
+
+def test_sample_smc_keeps_the_start_only_where_its_pilot_predicts_the_target(centred):
+    """As CR-AIS: a start predicted above ``target_mcse`` (3 × it here, where the Laplace fit
+    failed) is not kept; the run tempers instead (Sonar's intercept model took a start
+    predicted at 0.045-0.095 and gave MCSEs of 0.17-0.63)."""
+    kw = {"model": centred.model, "draws": 400, "chains": 2, "cores": 1, "progressbar": False}
+    res = pmc.sample_smc(random_seed=5, target_mcse=1e-4, **kw)
+    a = res["sample_stats"].attrs
+    assert a["init_choice"] != "conditional_laplace" and a["schedule"] != "one_step"
+    assert a["init_conditional_predicted_mcse"] > 3e-4
+    assert "x target_mcse" in a["init_conditional_reason"]
+    assert int(res["sample_stats"]["n_stages"].values.max()) > 1
 
 
 def test_the_option_is_checked():
@@ -227,6 +240,10 @@ def test_the_run_is_sized_for_the_target_and_more_pilots_only_where_they_pay():
     assert t.saving(-0.5, (0.32, 0.0), 100.0) == pytest.approx(4 * 75 * 100)
     # at the most copies, nothing is left to save
     assert t.saving(-0.5, (0.001, 0.0), 100.0) == 0.0
+    # where COPIES miss the target, fewer (down to MIN_COPIES: twice the Newton runs) meet
+    # it if they can (the AR(1): B = 1.67, predicted 0.029 at 4 copies, 0.020 at 2)
+    assert t.predicted((1.3, 0.0), cs.COPIES) > 0.02 >= t.predicted((1.3, 0.0), 2)
+    assert t.copies(-0.5, (1.3, 0.0)) == 2 and t.copies(-0.5, (1.67, 0.0)) == cs.MIN_COPIES
     # a light pilot whose run misses the target: any better proposal may be what keeps it
     assert t.predicted((5.0, 0.0), t.copies(-0.5, (5.0, 0.0))) > 0.02
     assert t.saving(-0.5, (5.0, 0.0), 100.0) == np.inf

@@ -16,7 +16,9 @@ conditional, by Newton's method for each drawn ``θ``. It is kept when
    the first pilot's weighted ``θ`` draws (:func:`_refit`: a kernel estimate after a light
    pilot, the weighted moments after a heavy one). The proposal over ``θ`` is a defensive
    mixture: a Student-t at the fit (or the refit) with a wider one at the fit
-   (:func:`_theta_proposal`).
+   (:func:`_theta_proposal`), and
+3. that pilot predicts the run's pooled MCSE within ``target_mcse`` (:data:`CRAIS_TARGET_FACTOR`
+   × it where the Laplace fit failed): :func:`one_step_conditional_start`.
 
 The run then has one stage: its chains draw from the proposal (each ``θ`` draw with
 ``c`` draws of ``x``), weight the draws exactly against the posterior, and move them at
@@ -28,13 +30,12 @@ The copies ``c``: the pilots draw :data:`COPIES` per ``θ``; a Newton run costs 
 gradients a step, a copy one evaluation. Where the kept pilot's weights are light-tailed
 (k̂ ≤ :data:`TRUST_KHAT`), its split of their variance into the part ``θ`` decides and the
 part the copies average out (:mod:`pymc_crais.core.families`) gives the most copies, up to
-:data:`MAX_COPIES`, whose run is predicted to meet the target error (``target_mcse``,
-:data:`~pymc_crais.samplers.engine.start_point.DEFAULT_TARGET_MCSE` for ``sample_smc``):
-fewer Newton runs where the ``θ`` proposal fits. The same prediction skips the work that
-would cost more evaluations than it could save the run (:meth:`_Target.saving`: the Newton
-runs beyond those of :data:`MAX_COPIES` copies): the refit pilot, when the first pilot's
-copies leave less than a pilot's cost to save, and the second split, when the first split's
-run leaves less than that split cost.
+:data:`MAX_COPIES`, whose run is predicted to meet ``target_mcse`` (down to :data:`MIN_COPIES`
+only where :data:`COPIES` miss it): fewer Newton runs where the ``θ`` proposal fits. The
+same prediction skips the work that would cost more than it could save (the Newton runs
+beyond those of :data:`MAX_COPIES` copies, :meth:`_Target.saving`): the refit pilot, when
+the first pilot's copies leave less than a pilot's cost to save, and the second split, when
+the first split's run leaves less than that split cost.
 
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
@@ -75,6 +76,7 @@ __all__ = [
     "MAX_COPIES",
     "MAX_HYPER",
     "MAX_LATENT",
+    "MIN_COPIES",
     "N_GUARD",
     "PILOT_DRAWS",
     "TRUST_KHAT",
@@ -88,12 +90,9 @@ __all__ = [
 
 MAX_HYPER = 8
 """The most hyperparameter coordinates (a Nelder–Mead search and a Student-t over them)."""
-COPIES = 4
-"""Draws of ``x`` per draw of ``θ`` (one Newton run serves them) in the pilots, and the
-fewest in a run."""
-MAX_COPIES = 16
-"""The most draws of ``x`` per draw of ``θ`` in a run (at least ``draws / 16`` distinct
-``θ`` per chain before the moves)."""
+COPIES, MIN_COPIES, MAX_COPIES = 4, 2, 16
+"""Draws of ``x`` per draw of ``θ`` (one Newton run serves them) in the pilots; the fewest in a
+run, where :data:`COPIES` miss the target (at most twice their Newton runs); the most."""
 TRUST_KHAT = 0.5
 """A pilot's weights predict the run's error (and so its copies) only where their family
 k̂ is at most this; above it the run keeps :data:`COPIES`."""
@@ -118,9 +117,9 @@ step and a ``d_x × d_x`` factorization)."""
 GUARD_DISTANCE = 1e-3
 """Whitened distance (in the first run's metric) beyond which two Newton ends differ."""
 CRAIS_TARGET_FACTOR = 3.0
-"""Without a Laplace fit CR-AIS keeps this start when predicted within this many × ``target_mcse``
-(else within it): its other starts missed the AR(1) (predicted 0.025–0.029) by −0.52 (flagged,
-seed 11) and −0.72 ± 0.08 (silent, seed 13); beside Sonar's heavy fit it gave ±0.63 (0.054)."""
+"""Without a Laplace fit the start is kept when predicted within this many × ``target_mcse``
+(else within it): CR-AIS's other starts missed the AR(1) (predicted 0.025–0.029) by −0.52
+and −0.72 ± 0.08 (silent); beside Sonar's heavy fit (0.045–0.095): ±0.17–0.63, flagged."""
 CONDITIONAL_MAX_MCMC_STEPS = 3
 """``sample_smc``'s cap on the moves at τ = 1 after this start (unless ``max_mcmc_steps`` is
 given): its weighted draws are posterior draws, the moves only break up the resampled copies
@@ -209,9 +208,11 @@ class _Target:
         """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``."""
         if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
             return family_size(self.draws, COPIES)
-        return copies_for_mcse(
-            *split, self.draws, self.chains, self.mcse, low=COPIES, high=MAX_COPIES
-        )
+        args = (*split, self.draws, self.chains, self.mcse)
+        best = copies_for_mcse(*args, low=COPIES, high=MAX_COPIES)
+        if self.predicted(split, best) > self.mcse:
+            best = copies_for_mcse(*args, low=MIN_COPIES, high=best - 1)
+        return best
 
     def predicted(self, split: tuple[float, float], copies: int) -> float:
         return predicted_family_mcse(*split, copies, self.draws * self.chains)
@@ -336,11 +337,9 @@ def smc_conditional_start(setup, target_mcse: float = DEFAULT_TARGET_MCSE):
 
 
 def one_step_conditional_start(setup, target_mcse: float):
-    """CR-AIS's use of the start: ``(setup, attrs, predicted MCSE or None)``. Its one-step
-    run (importance sampling, then moves at τ = 1) is the only run that can leave from this
-    proposal, whose density is known only at its own draws: it is kept only when the pilot
-    predicts a pooled MCSE within ``target_mcse`` (:data:`CRAIS_TARGET_FACTOR` × it where the
-    Laplace fit failed); otherwise ``setup`` is returned as it was (the attributes say why)."""
+    """``(setup, attrs, predicted MCSE or None)``: the start, for ``sample_smc`` and CR-AIS, kept
+    where its pilot predicts a pooled MCSE within ``target_mcse`` (condition 3 of the module
+    docstring); otherwise ``setup`` as it was (the attributes say why)."""
     new, attrs = smc_conditional_start(setup, target_mcse)
     if attrs.get("init_choice") != "conditional_laplace":
         return setup, attrs, None
