@@ -101,16 +101,18 @@ def sample_smc(
         ``threshold`` without ``n_steps`` (the CESS rule, or another threshold, only when
         ``target_mcse`` is given), with the geometric path, ``alpha=0``, no
         ``max_step``/``min_step``, no persistent sampling and where neither the conditional
-        nor the annealed start was tried; its one stage makes at most 3 transitions at
-        τ = 1 unless ``max_mcmc_steps`` is given (its weighted draws are already posterior
-        draws, the moves only break up the resampled copies), and its posterior refit check
-        flags rather than restarts; it also sizes the conditional start's copies); ``resample`` (``"always"`` default for ESS/CESS and
+        nor the annealed start was tried; its posterior refit check flags rather than
+        restarts; it also sizes the conditional start's copies); ``resample`` (``"always"`` default for ESS/CESS and
         fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the 0.9-quantile of the coordinates' correlations with the stage's start is
         below ``max_correlation`` = 0.1, or until the moves left are projected not to halve
         it; ``"pymc"``: until the mean correlation stops falling by
-        ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20);
+        ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20; at τ = 1, where
+        ``max_mcmc_steps`` is not given (outside waste-free and persistent runs), one
+        transition (attribute ``mcmc_steps_at_target``), as no weight changes there and the final weights, resampled after the moves, make
+        the posterior draws — or, after a conditional-Laplace start whose families share a
+        hyperparameter draw, at most 3, which break the families up);
         ``idle_mcmc_steps`` (transitions of a stage before τ = 1 that did not resample;
         ``"auto"`` default: 1 when ``n_mcmc_steps`` is adaptive and ``resample="ess"``, as
         CR-SMC's default, outside waste-free and persistent runs — the stage's particles
