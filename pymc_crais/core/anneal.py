@@ -82,12 +82,13 @@ class AnnealOptions:
         small change (resample-move; ``sample_smc``'s ``idle_mcmc_steps``). The number of
         transitions never biases ``Ẑ``.
     final_moves : Moves, optional
-        The transitions at ``τ = 1`` (default: ``moves``) of a population with no copies in it
-        (no start families of several members left: it resampled, or each family is one
-        particle). Those moves come before the final weights are resampled into the posterior
-        draws and change no weight, so they neither set ``Ẑ`` nor break up the copies that
-        resampling makes; they only follow the target's last change, as ``idle_moves`` do.
-        Where a start's families share their hyperparameters, ``moves`` break them up.
+        The transitions at ``τ = 1`` (default: ``moves``) of a population with no copies left
+        in it: the stage did not resample (the default strategies never do at τ = 1;
+        persistent sampling does), no start family of several particles is left, and the
+        last resampling stage's moves stopped before their cap. Those moves come before the
+        final weights are resampled into the posterior draws and change no weight, so they
+        neither set ``Ẑ`` nor break up the copies that resampling makes; they only follow
+        the target's last change, as ``idle_moves`` do.
     observers : tuple of LoopObserver, default ()
         Observers of the loop (:class:`~pymc_crais.core.observers.LoopObserver`): told the
         initial population, the population at the start of every stage before its τ is
@@ -154,10 +155,12 @@ class AnnealOptions:
         stages: StageStrategy | None = None,
         observers: tuple = (),
         idle_mcmc_steps: int | None = None,
+        final_mcmc_steps: int | None = None,
     ) -> AnnealOptions:
         """From the flat keyword settings of :func:`anneal` (``max_steps`` is the old name
         of ``max_stages``; ``threshold`` the ESS fraction of the ``"ess"`` policy;
-        ``idle_mcmc_steps`` the transitions of ``idle_moves``, ``None``: ``moves``)."""
+        ``idle_mcmc_steps`` and ``final_mcmc_steps`` the transitions of ``idle_moves`` and
+        ``final_moves``, ``None``: ``moves``)."""
         if max_stages is not None and max_steps is not None:
             raise TypeError("pass max_stages or its old name max_steps, not both")
         resampling = ResamplingPolicy(resample, threshold, resampler)
@@ -166,9 +169,10 @@ class AnnealOptions:
         )
         cap = max_stages if max_stages is not None else max_steps if max_steps is not None else 100_000
         idle = None if idle_mcmc_steps is None else Moves.fixed(idle_mcmc_steps)
+        final = None if final_mcmc_steps is None else Moves.fixed(final_mcmc_steps)
         return cls(
             moves, resampling, cap, tune_from_weights, kernel_params, int(waste_free), stages,
-            tuple(observers), idle,
+            tuple(observers), idle, final,
         )
 
 

@@ -22,7 +22,8 @@ random effects, a Gaussian regression) the weights depend on ``θ`` alone and on
 low-dimensional ``t_ν`` has to fit.
 
 The Hessian is a forward finite difference of the batched gradient (``d_x + 1`` points per
-``θ`` in one call), which is exact up to rounding for a quadratic ``log p``. Each ``θ``
+``θ`` in one call, ``c + 1`` for a sparse one whose columns take ``c`` colours:
+:mod:`~pymc_crais.core.latent_hessian`), exact up to rounding for a quadratic ``log p``. Each ``θ``
 draw gets ``copies`` draws of ``x`` (one Newton run serves them all); the copies share a
 *family* (:class:`WeightedStart`), so the ancestry variance of ``log Ẑ`` counts each ``θ``
 once.
@@ -42,6 +43,7 @@ from scipy.linalg import solve_triangular
 from .density import BatchedDensity
 from .families import family_size
 from .initial import StudentTInitial
+from .latent_hessian import LatentSparsity, hessian_from_gradients, hessian_points
 from .mode_mixture import StudentTMixture
 
 __all__ = [
@@ -162,6 +164,7 @@ def latent_newton(
     max_iter: int = 20,
     tol: float = 1e-6,
     fd_step: float = 1e-4,
+    sparsity: LatentSparsity | None = None,
 ) -> LatentFit:
     """Newton's method on ``x ↦ log p(θ_i, x, y)`` for every row ``i`` at once.
 
@@ -185,6 +188,9 @@ def latent_newton(
     tol : float, default 1e-6
     fd_step : float, default 1e-4
         Relative finite-difference step of the Hessian.
+    sparsity : LatentSparsity, optional
+        The Hessian's pattern and column colouring (:mod:`~pymc_crais.core.latent_hessian`):
+        ``c + 1`` points a row instead of ``d_x + 1``.
 
     Returns
     -------
@@ -201,16 +207,14 @@ def latent_newton(
         rows = np.flatnonzero(active)
         xa, ta = x[rows], theta[rows]
         h = fd_step * np.maximum(1.0, np.abs(xa))
-        pts = np.repeat(xa[:, None, :], dx + 1, axis=1)
-        idx = np.arange(dx)
-        pts[:, idx + 1, idx] += h
-        full = blocks.join(np.repeat(ta[:, None, :], dx + 1, axis=1), pts)
+        pts = hessian_points(xa, h, sparsity)
+        k = pts.shape[1]
+        full = blocks.join(np.repeat(ta[:, None, :], k, axis=1), pts)
         with np.errstate(all="ignore"):
             lp, g = _log_density_and_grad(density, full.reshape(-1, blocks.dim))
-            g = g.reshape(rows.size, dx + 1, blocks.dim)[:, :, blocks.latent]
-            lp0, g0 = lp.reshape(rows.size, dx + 1)[:, 0], g[:, 0]
-            hess = -(g[:, 1:] - g0[:, None, :]) / h[:, :, None]
-            hess = 0.5 * (hess + np.swapaxes(hess, 1, 2))
+            g = g.reshape(rows.size, k, blocks.dim)[:, :, blocks.latent]
+            lp0, g0 = lp.reshape(rows.size, k)[:, 0], g[:, 0]
+            hess = -hessian_from_gradients(g, h, sparsity)
         g0 = np.where(np.isfinite(g0), g0, 0.0)
         c = _damped_cholesky(hess)
         chol[rows], lp_at[rows] = c, lp0
@@ -280,7 +284,8 @@ class HyperFit:
 
 
 def fit_hyper(
-    density, blocks: Blocks, theta0, x0, *, maxfev: int | None = None, fd_step: float = 1e-3
+    density, blocks: Blocks, theta0, x0, *, maxfev: int | None = None, fd_step: float = 1e-3,
+    sparsity: LatentSparsity | None = None,
 ) -> HyperFit:
     """Maximize the Laplace marginal over ``θ`` (Nelder–Mead, each evaluation warm-started
     at the previous latent mode) and take its covariance from a central-difference Hessian
@@ -292,7 +297,7 @@ def fit_hyper(
     warm = {"x": np.asarray(x0, dtype=np.float64).ravel()}
 
     def neg(th):
-        v, fit = laplace_marginal(density, blocks, th[None], warm["x"])
+        v, fit = laplace_marginal(density, blocks, th[None], warm["x"], sparsity=sparsity)
         if not np.isfinite(v[0]):
             return 1e300
         warm["x"] = fit.x[0]
@@ -312,7 +317,7 @@ def fit_hyper(
     for i in range(dt):
         for j in range(dt):
             pts += [mode + e[i] + e[j], mode + e[i] - e[j], mode - e[i] + e[j], mode - e[i] - e[j]]
-    v, _ = laplace_marginal(density, blocks, np.array(pts), warm["x"])
+    v, _ = laplace_marginal(density, blocks, np.array(pts), warm["x"], sparsity=sparsity)
     hess = np.empty((dt, dt))
     k = 1
     for i in range(dt):
@@ -334,14 +339,15 @@ def fit_hyper(
 @dataclass(frozen=True)
 class ConditionalLaplace:
     """The proposal ``t_ν(θ) · N(x; m(θ), P(θ)⁻¹)`` (module docstring): ``theta`` is the
-    Student-t over the hyperparameters, ``x_start`` where every Newton run starts and
-    ``copies`` the draws of ``x`` per draw of ``θ``."""
+    Student-t over the hyperparameters, ``x_start`` where every Newton run starts,
+    ``copies`` the draws of ``x`` per draw of ``θ`` and ``sparsity`` the latent Hessian's."""
 
     blocks: Blocks
     theta: StudentTInitial | StudentTMixture
     x_start: np.ndarray
     copies: int = 4
     max_iter: int = 20
+    sparsity: LatentSparsity | None = None
     max_floats: int = 2**24
     """The Newton runs go in chunks of ``θ`` rows whose Hessian points hold at most this
     many floats (``rows · (d_x + 1) · d``; 128 MiB)."""
@@ -355,12 +361,14 @@ class ConditionalLaplace:
         n_theta = n // copies
         theta = self.theta.draw(rng, n_theta)
         dx = self.blocks.latent.size
-        chunk = max(1, self.max_floats // ((dx + 1) * self.blocks.dim))
+        k = dx if self.sparsity is None else self.sparsity.n_colors
+        chunk = max(1, self.max_floats // ((k + 1) * self.blocks.dim))
         fits = []
         for i in range(0, n_theta, chunk):
             rows = theta[i : i + chunk]
             x0 = np.repeat(self.x_start[None], len(rows), axis=0)
-            fits.append(latent_newton(density, self.blocks, rows, x0, max_iter=self.max_iter))
+            fits.append(latent_newton(density, self.blocks, rows, x0, max_iter=self.max_iter,
+                                      sparsity=self.sparsity))  # fmt: skip
         keys = ("x", "chol", "log_density")
         parts = (np.concatenate([getattr(f, k) for f in fits]) for k in keys)
         fit = LatentFit(*parts, max(f.n_iter for f in fits))

@@ -50,6 +50,7 @@ class LoopState:
     resampled: bool = False  # whether the current stage resampled
     records: RunRecorders | None = None  # the run's own observers (anneal_stages sets them)
     n_families: int | None = None  # initial Eves when the start drew particles in families
+    moves_capped: bool = False  # the last resampling stage's moves ran to their cap
 
 
 def capped_tau(loop: LoopState, propose, max_stages: int) -> float:
@@ -175,16 +176,25 @@ class StageStrategy:
 
     def move(self, loop: LoopState, rng, kernel, density, path, tau_new, options, n_total: int) -> MoveResult:
         """Tune (or look up) the kernel, then make the stage's transitions
-        (``options.idle_moves`` in a stage ``τ < 1`` that did not resample,
-        ``options.final_moves`` at ``τ = 1`` where no start family of several particles is
-        left)."""
+        (``options.idle_moves`` in a stage ``τ < 1`` that did not resample;
+        ``options.final_moves`` at ``τ = 1`` where it did not resample either, no start family
+        of several particles is left and the last resampling stage's moves stopped before
+        their cap, so no copies are left to break up)."""
         params, tune = stage_params(loop, kernel, tau_new, options)
         args = (rng, kernel, loop.state, density, path, tau_new, params)
         idle = options.idle_moves is not None and tau_new < 1.0 and not loop.resampled
-        families = loop.n_resamplings == 0 and (loop.n_families or loop.state.n) < loop.state.n
-        final = options.final_moves is not None and tau_new >= 1.0 and not families
+        families = loop.n_resamplings == 0 and loop.n_families is not None and (
+            loop.n_families < loop.state.n
+        )
+        final = options.final_moves is not None and tau_new >= 1.0 and not (
+            families or loop.resampled or loop.moves_capped
+        )
         moves = options.idle_moves if idle else options.final_moves if final else options.moves
-        return adopt(loop, moves.run(*args, tune=tune, info=loop.info))
+        moved = adopt(loop, moves.run(*args, tune=tune, info=loop.info))
+        if loop.resampled:
+            cap = moves.stopping_rule is not None and moved.n_transitions >= moves.n_transitions
+            loop.moves_capped = bool(cap)
+        return moved
 
 
 @dataclass(frozen=True)

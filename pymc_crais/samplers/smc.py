@@ -32,8 +32,8 @@ DEFAULT_N_STEPS = 100
 """Stages of a fixed schedule, and CR-SMC's target length, when ``n_steps`` is not given."""
 MCMC_STEPS_AT_TARGET = 1
 """Transitions at ``τ = 1`` with an adaptive move count (unless ``max_mcmc_steps`` is given),
-where no start family of several particles is left: they come before the final weights are
-resampled into the draws and change no weight (``AnnealOptions.final_moves``)."""
+where no copies are left to break up: they come before the final weights are resampled into
+the draws and change no weight (``AnnealOptions.final_moves``)."""
 
 
 @single_threaded_blas
@@ -110,9 +110,11 @@ def sample_smc(
         it; ``"pymc"``: until the mean correlation stops falling by
         ``correlation_threshold`` = 0.01; at most ``max_mcmc_steps`` = 20; at τ = 1, where
         ``max_mcmc_steps`` is not given (outside waste-free and persistent runs), one
-        transition (attribute ``mcmc_steps_at_target``), as no weight changes there and the final weights, resampled after the moves, make
-        the posterior draws — or, after a conditional-Laplace start whose families share a
-        hyperparameter draw, at most 3, which break the families up);
+        transition (attribute ``mcmc_steps_at_target``), as no weight changes there and the
+        final weights, resampled after the moves, make the posterior draws — unless the last
+        resampling stage's moves ran to their cap (the rule then goes on), or after a
+        conditional-Laplace start whose families share a hyperparameter draw (at most 3,
+        which break the families up));
         ``idle_mcmc_steps`` (transitions of a stage before τ = 1 that did not resample;
         ``"auto"`` default: 1 when ``n_mcmc_steps`` is adaptive and ``resample="ess"``, as
         CR-SMC's default, outside waste-free and persistent runs — the stage's particles
@@ -314,7 +316,8 @@ def plan_smc(
     if capped and not (persistent or st.waste_free):
         # at τ = 1 the weights, not the moves, make the posterior draws (AnnealOptions)
         run_options = replace(run_options, final_moves=Moves.fixed(MCMC_STEPS_AT_TARGET))
-        attrs["mcmc_steps_at_target"] = MCMC_STEPS_AT_TARGET
+        if not conditional:  # (its families of several particles keep the capped moves)
+            attrs["mcmc_steps_at_target"] = MCMC_STEPS_AT_TARGET
     built = build_path(setup, path, alpha, c, attrs, path_kwargs)
     # a second run from the refit start needs a path and stages that do not depend on q0
     # (after the ESS rules' one stage too: its restart would be one importance stage again,

@@ -142,7 +142,8 @@ def test_a_centred_model_takes_the_start_and_is_right(centred, runs):
     assert abs(lz - centred.log_z) < max(4 * se, 0.05)
     ss = res["sample_stats"]
     assert (ss["n_stages"].values == 1).all()  # one importance stage, moves at τ = 1
-    # its draws are weighted posterior draws already: at most 3 transitions break up copies
+    # its draws are weighted posterior draws already: at most 3 transitions break up the
+    # families that share a θ draw
     assert attrs["max_mcmc_steps"] == cs.CONDITIONAL_MAX_MCMC_STEPS == 3
     assert (ss["mcmc_steps"].values[:, 0] <= 3).all()
     assert np.isfinite(ss["pareto_k_families"].values).all()
@@ -302,3 +303,12 @@ def test_crais_keeps_a_start_above_its_target_only_where_the_laplace_fit_failed(
     if not kept:
         assert setup is old and "init_choice" not in attrs
         assert "> 1 x target_mcse 0.02" in attrs["init_conditional_reason"]
+
+
+def test_fewer_copies_never_below_min_copies_for_odd_draws():
+    """Draws a chain that 2 does not divide: where 4 (or 3) copies miss the target, the run
+    keeps them rather than fall to 1 copy (three or four times the Newton runs)."""
+    t = cs._Target(draws=2001, chains=4, target_mcse=0.02)
+    best = t.copies(-0.5, (1.67, 0.0))
+    assert best >= cs.MIN_COPIES and 2001 % best == 0
+    assert best == 3  # family_size(2001, 4): 2001 = 3 × 667

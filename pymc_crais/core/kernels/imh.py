@@ -314,7 +314,10 @@ class FinalIMH(_IMHAndHMC):
     below the ``"auto"`` rule's bound of 0.1. Acceptance varies between particles (those in
     the target's tails, where the Gaussian fits worst, stay longest), so the transitions
     needed were about twice that prediction on the validation suite: a 10-d mixture at 0.26
-    took 12–14, a d = 61 regression at 0.16 did not reach the bound in 20 (HMC: 3).
+    took 12–14, a d = 61 regression at 0.16 did not reach the bound in 20 (HMC: 3). Since
+    ``sample_smc`` makes one transition at ``τ = 1`` where no copies are left to break up
+    (``AnnealOptions.final_moves``), the switch matters only after a start drawn in families
+    or moves that ran to their cap.
 
     Parameters
     ----------

@@ -61,6 +61,7 @@ from ...core.families import (
     predicted_family_mcse,
 )
 from ...core.initial import StudentTInitial
+from ...core.latent_hessian import latent_sparsity
 from ...core.mode_mixture import StudentTMixture
 from ...core.schedules.run_length import relative_variance
 from ...core.weights import normalized_weights
@@ -91,8 +92,8 @@ __all__ = [
 MAX_HYPER = 8
 """The most hyperparameter coordinates (a Nelder–Mead search and a Student-t over them)."""
 COPIES, MIN_COPIES, MAX_COPIES = 4, 2, 16
-"""Draws of ``x`` per draw of ``θ`` (one Newton run serves them) in the pilots; the fewest in a
-run, where :data:`COPIES` miss the target (at most twice their Newton runs); the most."""
+"""Draws of ``x`` per ``θ`` draw (one Newton run serves them) in the pilots; the fewest in a run,
+where :data:`COPIES` miss the target (at most twice their Newton runs); the most."""
 TRUST_KHAT = 0.5
 """A pilot's weights predict the run's error (and so its copies) only where their family
 k̂ is at most this; above it the run keeps :data:`COPIES`."""
@@ -112,18 +113,16 @@ N_GUARD = 16
 """Newton runs at ``θ̂`` from draws of the current start (the prior where the Laplace fit
 failed; where it held, the joint mode search has already looked), to see a second mode."""
 MAX_LATENT = 1000
-"""The largest latent block (each ``θ`` draw's Newton run costs ``d_x + 1`` gradients a
-step and a ``d_x × d_x`` factorization)."""
+"""The largest latent block (a Newton step costs up to ``d_x + 1`` gradients and a ``d_x × d_x``
+factorization a ``θ`` draw; ``c + 1`` gradients for a Hessian of ``c`` colours)."""
 GUARD_DISTANCE = 1e-3
 """Whitened distance (in the first run's metric) beyond which two Newton ends differ."""
 CRAIS_TARGET_FACTOR = 3.0
 """Without a Laplace fit the start is kept when predicted within this many × ``target_mcse``
-(else within it): CR-AIS's other starts missed the AR(1) (predicted 0.025–0.029) by −0.52
-and −0.72 ± 0.08 (silent); beside Sonar's heavy fit (0.045–0.095): ±0.17–0.63, flagged."""
+(else within it): CR-AIS's other starts missed the AR(1) by up to 0.72 (Sonar: ±0.17–0.63)."""
 CONDITIONAL_MAX_MCMC_STEPS = 3
 """``sample_smc``'s cap on the moves at τ = 1 after this start (unless ``max_mcmc_steps`` is
-given): its weighted draws are posterior draws, the moves only break up the resampled copies
-(on the latent GP the default cap of 20 made the moves most of the run's cost)."""
+given): they break up the families that share a ``θ`` draw (20 were most of the GP's cost)."""
 REASON = (
     "latent-Gaussian structure: hyperparameters from a Student-t at their Laplace marginal's "
     "mode, the latent block from its conditional Laplace fit (one importance stage)"
@@ -210,9 +209,8 @@ class _Target:
             return family_size(self.draws, COPIES)
         args = (*split, self.draws, self.chains, self.mcse)
         best = copies_for_mcse(*args, low=COPIES, high=MAX_COPIES)
-        if self.predicted(split, best) > self.mcse:
-            best = copies_for_mcse(*args, low=MIN_COPIES, high=best - 1)
-        return best
+        fewer = copies_for_mcse(*args, low=MIN_COPIES, high=best - 1)
+        return fewer if self.predicted(split, best) > self.mcse and fewer >= MIN_COPIES else best
 
     def predicted(self, split: tuple[float, float], copies: int) -> float:
         return predicted_family_mcse(*split, copies, self.draws * self.chains)
@@ -284,12 +282,12 @@ def _kernel_theta(fit, theta, w, cov, wide_weight) -> StudentTMixture:
     return StudentTMixture(tuple(comps), np.append((1.0 - wide_weight) * wk, wide_weight))
 
 
-def _guard(md, blocks, fit, draws) -> str | None:
+def _guard(md, blocks, fit, draws, sparsity=None) -> str | None:
     """Why the latent conditional at ``θ̂`` looks multimodal, or None."""
     theta = np.repeat(fit.mode[None], draws.shape[0] + 1, axis=0)
     starts = np.concatenate([fit.x_at_mode[None], draws[:, blocks.latent]])
     with np.errstate(all="ignore"):
-        ends = latent_newton(md, blocks, theta, starts)
+        ends = latent_newton(md, blocks, theta, starts, sparsity=sparsity)
     diff = (ends.x[1:] - ends.x[0]) @ ends.chol[0]  # whitened by P = L Lᵀ at the first end
     dist = np.sqrt(np.sum(diff * diff, axis=1))
     if not np.all(np.isfinite(dist)) or np.any(dist > GUARD_DISTANCE):
@@ -361,13 +359,16 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
     before = md.n_evals
     attrs = {"init_conditional_hyper": int(blocks.hyper.size),
              "init_conditional_latent": int(blocks.latent.size)}  # fmt: skip
+    sparsity = latent_sparsity(md, blocks, np.vstack([x0, guard_draws[:2]]))  # 3 points
+    attrs["init_conditional_hessian_colors"] = sparsity.n_colors if sparsity else np.nan
     with np.errstate(all="ignore"):
-        fit = fit_hyper(md, blocks, x0[blocks.hyper], x0[blocks.latent])
+        fit = fit_hyper(md, blocks, x0[blocks.hyper], x0[blocks.latent], sparsity=sparsity)
     if fit.problem:
         return None, {**attrs, "init_conditional_reason": fit.problem}
-    if why := _guard(md, blocks, fit, guard_draws):
+    if why := _guard(md, blocks, fit, guard_draws, sparsity):
         return None, {**attrs, "init_conditional_reason": why}
-    proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES)
+    proposal = ConditionalLaplace(blocks, _theta_proposal(fit), fit.x_at_mode, COPIES,
+                                  sparsity=sparsity)  # fmt: skip
     pilot_before = md.n_evals
     start, lw, split = _weights(proposal, rng, md, PILOT_DRAWS)
     pilot_cost = md.n_evals - pilot_before
