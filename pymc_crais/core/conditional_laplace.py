@@ -349,8 +349,8 @@ class ConditionalLaplace:
     max_iter: int = 20
     sparsity: LatentSparsity | None = None
     max_floats: int = 2**24
-    """The Newton runs go in chunks of ``θ`` rows whose Hessian points hold at most this
-    many floats (``rows · (d_x + 1) · d``; 128 MiB)."""
+    """The Newton runs go in chunks of ``θ`` rows whose Hessian points (``rows · (c + 1) · d``)
+    and Cholesky factors (``rows · d_x²``) each hold at most this many floats (128 MiB)."""
 
     def draw(self, rng: np.random.Generator, n: int, density: BatchedDensity) -> WeightedStart:
         """``n`` draws with their exact ``log q``: ``n / c`` draws of ``θ`` with ``c``
@@ -361,24 +361,21 @@ class ConditionalLaplace:
         n_theta = n // copies
         theta = self.theta.draw(rng, n_theta)
         dx = self.blocks.latent.size
+        z = rng.standard_normal((n_theta, copies, dx))  # (the Newton runs draw nothing)
         k = dx if self.sparsity is None else self.sparsity.n_colors
-        chunk = max(1, self.max_floats // ((k + 1) * self.blocks.dim))
-        fits = []
-        for i in range(0, n_theta, chunk):
-            rows = theta[i : i + chunk]
-            x0 = np.repeat(self.x_start[None], len(rows), axis=0)
-            fits.append(latent_newton(density, self.blocks, rows, x0, max_iter=self.max_iter,
-                                      sparsity=self.sparsity))  # fmt: skip
-        keys = ("x", "chol", "log_density")
-        parts = (np.concatenate([getattr(f, k) for f in fits]) for k in keys)
-        fit = LatentFit(*parts, max(f.n_iter for f in fits))
-        z = rng.standard_normal((n_theta, copies, dx))
-        lt = np.swapaxes(fit.chol, 1, 2)
-        x = np.empty_like(z)
-        for i in range(n_theta):  # x = m + L^{-T} z: covariance (L Lᵀ)^{-1}
-            x[i] = solve_triangular(lt[i], z[i].T, lower=False, check_finite=False).T
-        x += fit.x[:, None, :]
-        log_n = -0.5 * dx * LOG_2PI + 0.5 * fit.log_det_precision[:, None]
+        chunk = max(1, self.max_floats // max((k + 1) * self.blocks.dim, dx * dx))
+        x, log_det = np.empty_like(z), np.empty(n_theta)
+        for i in range(0, n_theta, chunk):  # the factors of one chunk at a time
+            rows = slice(i, i + chunk)
+            x0 = np.repeat(self.x_start[None], len(theta[rows]), axis=0)
+            fit = latent_newton(density, self.blocks, theta[rows], x0, max_iter=self.max_iter,
+                                sparsity=self.sparsity)  # fmt: skip
+            lt = np.swapaxes(fit.chol, 1, 2)
+            for j in range(lt.shape[0]):  # x = m + L^{-T} z: covariance (L Lᵀ)^{-1}
+                x[i + j] = solve_triangular(lt[j], z[i + j].T, lower=False, check_finite=False).T
+            x[rows] += fit.x[:, None, :]
+            log_det[rows] = fit.log_det_precision
+        log_n = -0.5 * dx * LOG_2PI + 0.5 * log_det[:, None]
         log_n = log_n - 0.5 * np.sum(z * z, axis=2)
         log_q = self.theta.logpdf(theta)[:, None] + log_n
         points = self.blocks.join(np.repeat(theta[:, None, :], copies, axis=1), x)

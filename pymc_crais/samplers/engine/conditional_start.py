@@ -26,23 +26,20 @@ The run then has one stage: its chains draw from the proposal (each ``θ`` draw 
 :class:`~pymc_crais.core.conditional_laplace.WeightedStart`). ``log Ẑ`` is the
 importance-sampling estimate, its error the weights' (a family per ``θ`` draw).
 
-The copies ``c``: the pilots draw :data:`COPIES` per ``θ``; a Newton run costs ``d_x + 1``
-gradients a step, a copy one evaluation. Where the kept pilot's weights are light-tailed
-(k̂ ≤ :data:`TRUST_KHAT`), its split of their variance into the part ``θ`` decides and the
-part the copies average out (:mod:`pymc_crais.core.families`) gives the most copies, up to
-:data:`MAX_COPIES`, whose run is predicted to meet ``target_mcse`` (down to :data:`MIN_COPIES`
-only where :data:`COPIES` miss it): fewer Newton runs where the ``θ`` proposal fits. The
-same prediction skips the work that would cost more than it could save (the Newton runs
-beyond those of :data:`MAX_COPIES` copies, :meth:`_Target.saving`): the refit pilot, when
-the first pilot's copies leave less than a pilot's cost to save, and the second split, when
-the first split's run leaves less than that split cost.
+The copies ``c``: the pilots draw :data:`COPIES` per ``θ``; a Newton run costs ``c_H + 1``
+gradients a step (``c_H`` the Hessian's colours, :mod:`pymc_crais.core.latent_hessian`), a copy
+one evaluation. One copy where a Newton run costs less than the moves that break families up
+(:data:`FAMILY_MOVE_EVALS`). Else, where the kept pilot is light-tailed (k̂ ≤ :data:`TRUST_KHAT`),
+its split of the weights' variance (the part ``θ`` decides, the part copies average out:
+:mod:`pymc_crais.core.families`) gives the most copies up to :data:`MAX_COPIES` predicted to
+meet ``target_mcse`` (down to :data:`MIN_COPIES` only where :data:`COPIES` miss it). The same
+prediction skips a refit pilot or a second split that would cost more than it could save
+(:meth:`_Target.saving`).
 
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
-(scales, anything with a transform, scalars) are hyperparameters, at most
-:data:`MAX_HYPER` of them. Untransformed scalars are tried both ways (:func:`candidate_blocks`:
-a group mean is jointly Gaussian with its effects given the scales, an AR coefficient is not),
-and the split whose kept pilot has the smaller relative variance of its weights wins.
+are hyperparameters, at most :data:`MAX_HYPER`. Untransformed scalars are tried both ways
+(:func:`candidate_blocks`); the split whose kept pilot has the lighter weights wins.
 """
 
 from __future__ import annotations
@@ -71,6 +68,7 @@ from .start_point import DEFAULT_TARGET_MCSE
 
 __all__ = [
     "CONDITIONAL_MAX_MCMC_STEPS",
+    "FAMILY_MOVE_EVALS",
     "CRAIS_TARGET_FACTOR",
     "COPIES",
     "KHAT",
@@ -95,8 +93,8 @@ COPIES, MIN_COPIES, MAX_COPIES = 4, 2, 16
 """Draws of ``x`` per ``θ`` draw (one Newton run serves them) in the pilots; the fewest in a run,
 where :data:`COPIES` miss the target (at most twice their Newton runs); the most."""
 TRUST_KHAT = 0.5
-"""A pilot's weights predict the run's error (and so its copies) only where their family
-k̂ is at most this; above it the run keeps :data:`COPIES`."""
+"""A pilot's weights predict the run's error (and its copies) only where their family k̂ is at
+most this; above it the run keeps :data:`COPIES`."""
 PILOT_DRAWS = 1000
 """Draws of each pilot whose weights' Pareto k̂ is measured."""
 KHAT = 0.7
@@ -105,10 +103,9 @@ of its copies') is at most this: the run is one importance-sampling stage."""
 WIDE_WEIGHT, WIDE_SCALE, WIDE_DF = 0.2, 2.0, 3.0
 """The defensive component of the proposal over ``θ`` (:func:`_theta_proposal`)."""
 REFIT_WIDE_WEIGHT = 0.05
-"""The defensive weight of the refitted proposal where the first pilot's weights were light
-(family k̂ ≤ :data:`TRUST_KHAT`): the 20 % component alone puts a floor of about 0.25 under
-the weights' relative variance (a fifth of the draws where the posterior has little mass),
-which, once the pilot has shown no heavy tail, buys nothing. The refit's own pilot checks it."""
+"""The defensive weight of the refitted proposal after a light first pilot (family k̂ ≤
+:data:`TRUST_KHAT`): the 20 % component alone puts a floor of about 0.25 under the weights'
+relative variance, which buys nothing once the pilot showed no heavy tail."""
 N_GUARD = 16
 """Newton runs at ``θ̂`` from draws of the current start (the prior where the Laplace fit
 failed; where it held, the joint mode search has already looked), to see a second mode."""
@@ -123,6 +120,9 @@ CRAIS_TARGET_FACTOR = 3.0
 CONDITIONAL_MAX_MCMC_STEPS = 3
 """``sample_smc``'s cap on the moves at τ = 1 after this start (unless ``max_mcmc_steps`` is
 given): they break up the families that share a ``θ`` draw (20 were most of the GP's cost)."""
+FAMILY_MOVE_EVALS = 16.0
+"""What a particle drawn in a family costs ``sample_smc`` beyond one drawn alone: 2 more HMC
+transitions at τ = 1 (3 against 1) of about 8 evaluations (4.4 on Sonar, 7–8 on the GP)."""
 REASON = (
     "latent-Gaussian structure: hyperparameters from a Student-t at their Laplace marginal's "
     "mode, the latent block from its conditional Laplace fit (one importance stage)"
@@ -158,8 +158,8 @@ def candidate_blocks(model, layout) -> list[Blocks]:
 
 
 class ConditionalLaplaceDraw:
-    """A chain's draw from the proposal: ``(rng, n, density) -> WeightedStart`` (the Newton
-    runs evaluate the chain's own density, so they count among its evaluations)."""
+    """A chain's draw from the proposal: ``(rng, n, density) -> WeightedStart`` (its Newton
+    runs count among the chain's evaluations)."""
 
     needs_density = True
 
@@ -171,9 +171,8 @@ class ConditionalLaplaceDraw:
 
 
 def smc_needs_conditional_start(setup) -> bool:
-    """Whether ``sample_smc`` tries the start: ``init="auto"`` found no usable Laplace fit
-    (no mode search ran) or one whose Student-t pilot had k̂ above 0.7 with a single mode
-    found, the model has a gradient and a latent block."""
+    """Whether the start is tried: ``init="auto"`` found no usable Laplace fit, or one whose
+    pilot had k̂ above 0.7 at a single mode, and the model has a gradient."""
     a = setup.attrs
     if a.get("init") != "auto" or not setup.model_density.has_gradient:
         return False
@@ -187,8 +186,7 @@ def _no_laplace_fit(a) -> bool:
 
 
 def _weights(proposal, rng, md, n):
-    """A pilot: its draws, their family-level log-weights (one per ``θ`` draw) and the
-    ``(B, W)`` split of their variance (:func:`~pymc_crais.core.families.family_variances`)."""
+    """A pilot: its draws, their family-level log-weights and ``(B, W)`` (``family_variances``)."""
     start = proposal.draw(rng, n, md)
     ev = md.evaluate(start.x, gradient=False)
     with np.errstate(invalid="ignore"):
@@ -203,8 +201,12 @@ class _Target:
     def __init__(self, draws: int, chains: int, target_mcse: float):
         self.draws, self.chains, self.mcse = int(draws), int(chains), float(target_mcse)
 
-    def copies(self, k: float, split: tuple[float, float]) -> int:
-        """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``."""
+    def copies(self, k: float, split: tuple[float, float], newton: float = np.inf) -> int:
+        """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``: one
+        where a Newton run (``newton`` evaluations) costs less than the moves that would
+        break the families up (:data:`FAMILY_MOVE_EVALS`)."""
+        if newton * (1.0 - 1.0 / COPIES) <= FAMILY_MOVE_EVALS:
+            return 1
         if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
             return family_size(self.draws, COPIES)
         args = (*split, self.draws, self.chains, self.mcse)
@@ -244,12 +246,9 @@ def _theta_proposal(fit, mean=None, cov=None, wide_weight=WIDE_WEIGHT) -> Studen
 
 def _refit(fit, proposal, start, lw, light: bool):
     """The proposal refitted to a pilot's weighted ``θ`` draws (None if the weights cannot
-    support a covariance). After a pilot whose weights were ``light`` (family k̂ ≤
-    :data:`TRUST_KHAT`) the fit is good and a kernel estimate refines it
-    (:func:`_kernel_theta`, defensive weight :data:`REFIT_WIDE_WEIGHT`); after a heavier one
-    its main Student-t moves to the weights' mean and covariance (defensive weight
-    :data:`WIDE_WEIGHT`), which a kernel estimate from so few effective draws would not
-    do as safely (on the AR(1), seeds 21–25, it lost the start at one seed in five)."""
+    support a covariance): after a ``light`` pilot (family k̂ ≤ :data:`TRUST_KHAT`) a kernel
+    estimate (:func:`_kernel_theta`); after a heavier one the main Student-t at the weights'
+    mean and covariance (a kernel estimate lost the AR(1)'s start at one seed in five)."""
     w = normalized_weights(lw)
     theta = start.x[:, proposal.blocks.hyper][np.unique(start.family, return_index=True)[1]]
     if not np.all(np.isfinite(w)) or 1.0 / np.sum(w * w) < 4 * (theta.shape[1] + 1):
@@ -394,7 +393,8 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
             **attrs,
             "init_conditional_reason": f"its pilot weights have k̂ {k:.2f} > {KHAT}",
         }
-    copies = target.copies(k, split)
+    copies = target.copies(k, split, newton)
+    attrs["init_conditional_newton_evals"] = newton
     attrs["init_conditional_predicted_mcse"] = target.predicted(split, copies)
     attrs["_enough"] = target.saving(k, split, newton) <= md.n_evals - before
     return replace(proposal, copies=copies), {**attrs, "init_conditional_reason": REASON}
