@@ -28,8 +28,7 @@ importance-sampling estimate, its error the weights' (a family per ``θ`` draw).
 
 The copies ``c``: the pilots draw :data:`COPIES` per ``θ``; a Newton run costs ``c_H + 1``
 gradients a step (``c_H`` the Hessian's colours, :mod:`pymc_crais.core.latent_hessian`), a copy
-one evaluation. One copy where a Newton run costs less than the moves that break families up
-(:data:`FAMILY_MOVE_EVALS`). Else, where the kept pilot is light-tailed (k̂ ≤ :data:`TRUST_KHAT`),
+one evaluation. Where the kept pilot is light-tailed (k̂ ≤ :data:`TRUST_KHAT`),
 its split of the weights' variance (the part ``θ`` decides, the part copies average out:
 :mod:`pymc_crais.core.families`) gives the most copies up to :data:`MAX_COPIES` predicted to
 meet ``target_mcse`` (down to :data:`MIN_COPIES` only where :data:`COPIES` miss it). The same
@@ -68,7 +67,6 @@ from .start_point import DEFAULT_TARGET_MCSE
 
 __all__ = [
     "CONDITIONAL_MAX_MCMC_STEPS",
-    "FAMILY_MOVE_EVALS",
     "CRAIS_TARGET_FACTOR",
     "COPIES",
     "KHAT",
@@ -120,9 +118,6 @@ CRAIS_TARGET_FACTOR = 3.0
 CONDITIONAL_MAX_MCMC_STEPS = 3
 """``sample_smc``'s cap on the moves at τ = 1 after this start (unless ``max_mcmc_steps`` is
 given): they break up the families that share a ``θ`` draw (20 were most of the GP's cost)."""
-FAMILY_MOVE_EVALS = 16.0
-"""What a particle drawn in a family costs ``sample_smc`` beyond one drawn alone: 2 more HMC
-transitions at τ = 1 (3 against 1) of about 8 evaluations (4.4 on Sonar, 7–8 on the GP)."""
 REASON = (
     "latent-Gaussian structure: hyperparameters from a Student-t at their Laplace marginal's "
     "mode, the latent block from its conditional Laplace fit (one importance stage)"
@@ -201,12 +196,8 @@ class _Target:
     def __init__(self, draws: int, chains: int, target_mcse: float):
         self.draws, self.chains, self.mcse = int(draws), int(chains), float(target_mcse)
 
-    def copies(self, k: float, split: tuple[float, float], newton: float = np.inf) -> int:
-        """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``: one
-        where a Newton run (``newton`` evaluations) costs less than the moves that would
-        break the families up (:data:`FAMILY_MOVE_EVALS`)."""
-        if newton * (1.0 - 1.0 / COPIES) <= FAMILY_MOVE_EVALS:
-            return 1
+    def copies(self, k: float, split: tuple[float, float]) -> int:
+        """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``."""
         if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
             return family_size(self.draws, COPIES)
         args = (*split, self.draws, self.chains, self.mcse)
@@ -393,7 +384,7 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
             **attrs,
             "init_conditional_reason": f"its pilot weights have k̂ {k:.2f} > {KHAT}",
         }
-    copies = target.copies(k, split, newton)
+    copies = target.copies(k, split)
     attrs["init_conditional_newton_evals"] = newton
     attrs["init_conditional_predicted_mcse"] = target.predicted(split, copies)
     attrs["_enough"] = target.saving(k, split, newton) <= md.n_evals - before
