@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from ..core.anneal import AnnealOptions
 from ..core.kernels.moves import Moves
 from ..core.paths import make_path
@@ -141,8 +143,8 @@ def sample_smc(
         ``init_kwargs``; ``conditional_start`` (default ``True``: where ``init="auto"``
         found no usable Laplace fit, or one with heavy-tailed weights, and the model has a
         latent block given a few hyperparameters, with the default ESS schedule, the run may
-        be one importance stage from the conditional-Laplace start where its pilot predicts
-        ``target_mcse`` (3× it where the Laplace fit failed), ``init_choice ==
+        be one importance stage from the conditional-Laplace start — beside a Laplace fit
+        only where its pilot predicts ``target_mcse`` — ``init_choice ==
         "conditional_laplace"``, docs/algorithms.md, "The conditional-Laplace start";
         ``False`` keeps the rules without it); ``kernel_kwargs`` (a dict of the kernel's own
         options);
@@ -259,9 +261,9 @@ def plan_smc(
     if plain:
         if st.tries_conditional_start():
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start,
-            # where its pilot predicts the target error (as for CR-AIS)
+            # beside a Laplace fit only where its pilot predicts the target error
             target = st.target_mcse or DEFAULT_TARGET_MCSE
-            setup, found, _ = one_step_conditional_start(setup, target)
+            setup, found, _ = one_step_conditional_start(setup, target, no_fit_factor=np.inf)
             attrs.update(found)
             n_annealed = found.get("n_logp_evals_conditional_start", 0)
             conditional = found.get("init_choice") == "conditional_laplace"

@@ -178,17 +178,37 @@ def test_the_option_and_a_chosen_schedule_leave_the_rules_without_it(centred, op
     assert "init_conditional_reason" not in attrs  # not tried
 
 
-def test_sample_smc_keeps_the_start_only_where_its_pilot_predicts_the_target(centred):
-    """As CR-AIS: a start predicted above ``target_mcse`` (3 × it here, where the Laplace fit
-    failed) is not kept; the run tempers instead (Sonar's intercept model took a start
-    predicted at 0.045-0.095 and gave MCSEs of 0.17-0.63)."""
+def test_sample_smc_keeps_the_start_where_the_laplace_fit_failed_whatever_its_prediction(centred):
+    """Where the Laplace fit failed (a funnel) annealing from the prior is what misses (the
+    AR(1)): ``sample_smc`` keeps the start even at a target its pilot cannot promise."""
     kw = {"model": centred.model, "draws": 400, "chains": 2, "cores": 1, "progressbar": False}
     res = pmc.sample_smc(random_seed=5, target_mcse=1e-4, **kw)
     a = res["sample_stats"].attrs
-    assert a["init_choice"] != "conditional_laplace" and a["schedule"] != "one_step"
+    assert a["init_choice"] == "conditional_laplace" and a["init_first_choice"] == "prior"
     assert a["init_conditional_predicted_mcse"] > 3e-4
-    assert "x target_mcse" in a["init_conditional_reason"]
-    assert int(res["sample_stats"]["n_stages"].values.max()) > 1
+    assert int(res["sample_stats"]["n_stages"].values.max()) == 1
+
+
+@pytest.mark.parametrize("first, factor, kept", [
+    ("prior", np.inf, True), ("laplace", np.inf, False), ("prior", 1.0, False),
+])  # fmt: skip
+def test_sample_smc_refuses_a_start_above_its_target_beside_a_laplace_fit(
+    monkeypatch, first, factor, kept
+):
+    """Beside a Laplace start (heavy, k̂ > 0.7) the start must meet the target: Sonar's
+    intercept model took one predicted at 0.045-0.095 and gave MCSEs of 0.17-0.63."""
+    import types
+
+    new = object()
+    found = {"init_choice": "conditional_laplace", "init_conditional_predicted_mcse": 0.5,
+             "init_conditional_copies": 4}  # fmt: skip
+    monkeypatch.setattr(cs, "smc_conditional_start", lambda setup, target: (new, dict(found)))
+    attrs = {"init_choice": "prior", "init_n_modes": np.nan if first == "prior" else 1}
+    old = types.SimpleNamespace(attrs=attrs)
+    setup, out, mcse = cs.one_step_conditional_start(old, 0.02, no_fit_factor=factor)
+    assert (setup is new) == kept and (mcse == 0.5 if kept else mcse is None)
+    if not kept:
+        assert "x target_mcse 0.02" in out["init_conditional_reason"]
 
 
 def test_the_option_is_checked():

@@ -17,8 +17,8 @@ conditional, by Newton's method for each drawn ``θ``. It is kept when
    pilot, the weighted moments after a heavy one). The proposal over ``θ`` is a defensive
    mixture: a Student-t at the fit (or the refit) with a wider one at the fit
    (:func:`_theta_proposal`), and
-3. that pilot predicts the run's pooled MCSE within ``target_mcse`` (:data:`CRAIS_TARGET_FACTOR`
-   × it where the Laplace fit failed): :func:`one_step_conditional_start`.
+3. beside a Laplace fit, that pilot predicts the run's pooled MCSE within ``target_mcse``
+   (CR-AIS: also without one, within :data:`CRAIS_TARGET_FACTOR` × it).
 
 The run then has one stage: its chains draw from the proposal (each ``θ`` draw with
 ``c`` draws of ``x``), weight the draws exactly against the posterior, and move them at
@@ -324,21 +324,23 @@ def smc_conditional_start(setup, target_mcse: float = DEFAULT_TARGET_MCSE):
     return new, attrs
 
 
-def one_step_conditional_start(setup, target_mcse: float):
-    """``(setup, attrs, predicted MCSE or None)``: the start, for ``sample_smc`` and CR-AIS, kept
-    where its pilot predicts a pooled MCSE within ``target_mcse`` (condition 3 of the module
-    docstring); otherwise ``setup`` as it was (the attributes say why)."""
+def one_step_conditional_start(setup, target_mcse: float, no_fit_factor=CRAIS_TARGET_FACTOR):
+    """``(setup, attrs, predicted MCSE or None)``: the start kept where its pilot predicts a
+    pooled MCSE within ``target_mcse``, or ``no_fit_factor`` × it where the Laplace fit failed
+    (``sample_smc``: any, as annealing from the prior there missed the AR(1)); otherwise
+    ``setup`` as it was (the attributes say why)."""
     new, attrs = smc_conditional_start(setup, target_mcse)
     if attrs.get("init_choice") != "conditional_laplace":
         return setup, attrs, None
     mcse = float(attrs["init_conditional_predicted_mcse"])
     no_fit = _no_laplace_fit(setup.attrs)
-    if mcse <= (CRAIS_TARGET_FACTOR if no_fit else 1.0) * target_mcse:
+    factor = no_fit_factor if no_fit else 1.0
+    if mcse <= factor * target_mcse:
         return new, attrs, mcse
     for key in ("init_choice", "init_reason", "init_first_choice", "init_conditional_copies"):
         attrs.pop(key, None)
     attrs["init_conditional_reason"] = f"its one-step run is predicted an MCSE of {mcse:.3g} > " \
-        f"{CRAIS_TARGET_FACTOR if no_fit else 1:g} x target_mcse {target_mcse:.3g}"
+        f"{factor:g} x target_mcse {target_mcse:.3g}"
     return setup, attrs, None
 
 
