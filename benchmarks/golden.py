@@ -5,7 +5,9 @@ of the code as it landed (re-taken 2026-11-26: the pm.sample_smc kernels redesig
 prior sampler and posterior mapping compiled without code generation, which moved the last bit
 of some transformed posterior draws; re-taken 2026-11-27 in a fresh environment, numpy 2.5.5,
 scipy 1.18.1, pytensor 3.3.8, numba 0.68.0, where the previous reference differed 18/18 for
-the unchanged code of 5efef05 too, and that code and the current one agree 18/18); compare a change with it, or with your own ``--write``
+the unchanged code of 5efef05 too, and that code and the current one agree 18/18; re-taken
+2026-11-28, thirteenth session: one move at τ = 1 in SMC runs with no copies left, `log Z`
+identical in all 18, the posteriors of the 6 SMC configurations moved); compare a change with it, or with your own ``--write``
 taken before the change:
 
     python benchmarks/golden.py --write benchmarks/out/golden-before.json
