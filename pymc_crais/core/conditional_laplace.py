@@ -350,7 +350,7 @@ class ConditionalLaplace:
     sparsity: LatentSparsity | None = None
     max_floats: int = 2**24
     """The Newton runs go in chunks of ``θ`` rows whose Hessian points (``rows · (c + 1) · d``)
-    and Cholesky factors (``rows · d_x²``) each hold at most this many floats (128 MiB)."""
+    and the 8 or so ``rows · d_x²`` arrays of a Newton step each hold at most this many floats."""
 
     def draw(self, rng: np.random.Generator, n: int, density: BatchedDensity) -> WeightedStart:
         """``n`` draws with their exact ``log q``: ``n / c`` draws of ``θ`` with ``c``
@@ -363,7 +363,7 @@ class ConditionalLaplace:
         dx = self.blocks.latent.size
         z = rng.standard_normal((n_theta, copies, dx))  # (the Newton runs draw nothing)
         k = dx if self.sparsity is None else self.sparsity.n_colors
-        chunk = max(1, self.max_floats // max((k + 1) * self.blocks.dim, dx * dx))
+        chunk = max(1, self.max_floats // max((k + 1) * self.blocks.dim, 8 * dx * dx))
         x, log_det = np.empty_like(z), np.empty(n_theta)
         for i in range(0, n_theta, chunk):  # the factors of one chunk at a time
             rows = slice(i, i + chunk)

@@ -335,7 +335,7 @@ def one_step_conditional_start(setup, target_mcse: float, no_fit_factor=CRAIS_TA
     mcse = float(attrs["init_conditional_predicted_mcse"])
     no_fit = _no_laplace_fit(setup.attrs)
     factor = no_fit_factor if no_fit else 1.0
-    if mcse <= factor * target_mcse:
+    if factor == np.inf or mcse <= factor * target_mcse:  # (an infinite factor keeps a NaN)
         return new, attrs, mcse
     for key in ("init_choice", "init_reason", "init_first_choice", "init_conditional_copies"):
         attrs.pop(key, None)
