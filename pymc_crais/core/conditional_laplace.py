@@ -43,7 +43,7 @@ from scipy.linalg import solve_triangular
 from .density import BatchedDensity
 from .families import family_size
 from .initial import StudentTInitial
-from .latent_hessian import LatentSparsity, hessian_from_gradients, hessian_points
+from .latent_hessian import LatentSparsity, hessian_from_gradients, joined_hessian_points
 from .mode_mixture import StudentTMixture
 
 __all__ = [
@@ -207,9 +207,8 @@ def latent_newton(
         rows = np.flatnonzero(active)
         xa, ta = x[rows], theta[rows]
         h = fd_step * np.maximum(1.0, np.abs(xa))
-        pts = hessian_points(xa, h, sparsity)
-        k = pts.shape[1]
-        full = blocks.join(np.repeat(ta[:, None, :], k, axis=1), pts)
+        full = joined_hessian_points(blocks, ta, xa, h, sparsity)
+        k = full.shape[1]
         with np.errstate(all="ignore"):
             lp, g = _log_density_and_grad(density, full.reshape(-1, blocks.dim))
             g = g.reshape(rows.size, k, blocks.dim)[:, :, blocks.latent]

@@ -28,7 +28,13 @@ import numpy as np
 
 from .density import BatchedDensity
 
-__all__ = ["LatentSparsity", "hessian_from_gradients", "hessian_points", "latent_sparsity"]
+__all__ = [
+    "LatentSparsity",
+    "hessian_from_gradients",
+    "hessian_points",
+    "joined_hessian_points",
+    "latent_sparsity",
+]
 
 RTOL = 1e-6
 """Entries of a measured Hessian at most this times ``√|H_ii H_jj|`` are zeros of the pattern."""
@@ -48,7 +54,8 @@ class LatentSparsity:
         return int(self.colors.max()) + 1
 
 
-def _points(blocks, theta: np.ndarray, x: np.ndarray, h: np.ndarray, sparsity) -> np.ndarray:
+def joined_hessian_points(blocks, theta: np.ndarray, x: np.ndarray, h: np.ndarray, sparsity):
+    """:func:`hessian_points` joined with each row's ``θ``: ``(M, k + 1, d)``."""
     pts = hessian_points(x, h, sparsity)
     return blocks.join(np.repeat(theta[:, None, :], pts.shape[1], axis=1), pts)
 
@@ -93,7 +100,7 @@ def latent_sparsity(
     x = points[:, blocks.latent]
     dx = x.shape[1]
     h = fd_step * np.maximum(1.0, np.abs(x))
-    full = _points(blocks, points[:, blocks.hyper], x, h, None)
+    full = joined_hessian_points(blocks, points[:, blocks.hyper], x, h, None)
     with np.errstate(all="ignore"):
         ev = density.evaluate(full.reshape(-1, blocks.dim), gradient=True)
         lp = (ev.log_q0 + ev.delta).reshape(len(points), dx + 1)

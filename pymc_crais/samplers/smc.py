@@ -5,9 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-import numpy as np
-
-from ..core.anneal import AnnealOptions
 from ..core.kernels.moves import Moves
 from ..core.paths import make_path
 from ..core.schedules import Schedule
@@ -104,8 +101,8 @@ def sample_smc(
         ``target_mcse`` is given), with the geometric path, ``alpha=0``, no
         ``max_step``/``min_step``, no persistent sampling and where neither the conditional
         nor the annealed start was tried; its posterior refit check flags rather than
-        restarts; it also sizes the conditional start's copies); ``resample`` (``"always"`` default for ESS/CESS and
-        fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
+        restarts; it also sizes the conditional start's copies); ``resample``
+        (``"always"`` default for ESS/CESS and fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the 0.9-quantile of the coordinates' correlations with the stage's start is
         below ``max_correlation`` = 0.1, or until the moves left are projected not to halve
@@ -263,7 +260,7 @@ def plan_smc(
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start,
             # beside a Laplace fit only where its pilot predicts the target error
             target = st.target_mcse or DEFAULT_TARGET_MCSE
-            setup, found, _ = one_step_conditional_start(setup, target, no_fit_factor=np.inf)
+            setup, found, _ = one_step_conditional_start(setup, target, no_fit_factor=float("inf"))
             attrs.update(found)
             n_annealed = found.get("n_logp_evals_conditional_start", 0)
             conditional = found.get("init_choice") == "conditional_laplace"

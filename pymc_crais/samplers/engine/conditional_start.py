@@ -202,8 +202,10 @@ class _Target:
             return family_size(self.draws, COPIES)
         args = (*split, self.draws, self.chains, self.mcse)
         best = copies_for_mcse(*args, low=COPIES, high=MAX_COPIES)
-        fewer = copies_for_mcse(*args, low=MIN_COPIES, high=best - 1)
-        return fewer if self.predicted(split, best) > self.mcse and fewer >= MIN_COPIES else best
+        if self.predicted(split, best) > self.mcse:  # fewer (more Newton runs), if any divide
+            fewer = copies_for_mcse(*args, low=MIN_COPIES, high=best - 1)
+            best = fewer if fewer >= MIN_COPIES else best
+        return best
 
     def predicted(self, split: tuple[float, float], copies: int) -> float:
         return predicted_family_mcse(*split, copies, self.draws * self.chains)
