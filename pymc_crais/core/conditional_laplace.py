@@ -110,8 +110,9 @@ class WeightedStart:
     n_evals: int = 0
 
 
-def _log_density_and_grad(density: BatchedDensity, points: np.ndarray):
-    ev = density.evaluate(points, gradient=True)
+def _log_density_and_grad(density: BatchedDensity, points: np.ndarray, latent: np.ndarray):
+    """``log p`` of the rows of ``points`` and its gradient in the ``latent`` coordinates."""
+    ev = density.evaluate_block(points, latent)
     with np.errstate(invalid="ignore"):
         return ev.log_q0 + ev.delta, ev.grad_log_q0 + ev.grad_delta
 
@@ -210,8 +211,8 @@ def latent_newton(
         full = joined_hessian_points(blocks, ta, xa, h, sparsity)
         k = full.shape[1]
         with np.errstate(all="ignore"):
-            lp, g = _log_density_and_grad(density, full.reshape(-1, blocks.dim))
-            g = g.reshape(rows.size, k, blocks.dim)[:, :, blocks.latent]
+            lp, g = _log_density_and_grad(density, full.reshape(-1, blocks.dim), blocks.latent)
+            g = g.reshape(rows.size, k, dx)
             lp0, g0 = lp.reshape(rows.size, k)[:, 0], g[:, 0]
             hess = -hessian_from_gradients(g, h, sparsity)
         g0 = np.where(np.isfinite(g0), g0, 0.0)
@@ -228,16 +229,14 @@ def latent_newton(
                 break
             trial = xa[move] + t[move, None] * step[move]
             with np.errstate(all="ignore"):
-                lt, gt = _log_density_and_grad(density, blocks.join(ta[move], trial))
+                lt, gt = _log_density_and_grad(density, blocks.join(ta[move], trial), blocks.latent)
             ok = np.isfinite(lt) & (lt >= lp0[move] - 1e-10 * np.abs(lp0[move]))
             sel = np.flatnonzero(move)
             x[rows[sel[ok]]] = trial[ok]
             lp_at[rows[sel[ok]]] = lt[ok]
             # a full step that lands where the gradient vanishes (in the metric just measured)
             # ends the row without another Hessian: for a quadratic that is the first step
-            g_new = np.where(
-                np.isfinite(gt[ok][:, blocks.latent]), gt[ok][:, blocks.latent], np.inf
-            )
+            g_new = np.where(np.isfinite(gt[ok]), gt[ok], np.inf)
             y_new = solve_triangular_batch(c[sel[ok]], g_new, lower=True)
             done[sel[ok]] = np.sqrt(np.sum(y_new * y_new, axis=1)) < tol
             move[sel[ok]] = False

@@ -116,11 +116,48 @@ class BatchedDensity:
         -------
         Evaluation
         """
+        x = self._checked_points(x)
+        out = self._evaluate(x, gradient)
+        self.n_evals += x.shape[0]
+        return self._sanitized(x, out, gradient)
+
+    def evaluate_block(self, x: np.ndarray, block: np.ndarray) -> Evaluation:
+        """:meth:`evaluate` with the gradients in the coordinates ``block`` alone.
+
+        A subclass may compute them more cheaply than the whole gradient (where the other
+        coordinates reach the density through a matrix factorization, say, whose derivative
+        is the costly part) by overriding ``_evaluate_block``; by default the whole gradient
+        is taken and its columns selected. Each row counts as one evaluation.
+
+        Parameters
+        ----------
+        x : numpy.ndarray, shape (N, d)
+        block : numpy.ndarray of int, shape (k,)
+            Coordinates, in the order the gradient columns are wanted.
+
+        Returns
+        -------
+        Evaluation
+            Gradients of shape ``(N, k)``.
+        """
+        x = self._checked_points(x)
+        out = self._evaluate_block(x, np.asarray(block, dtype=int))
+        self.n_evals += x.shape[0]
+        return self._sanitized(x, out, True)
+
+    def _evaluate_block(self, x: np.ndarray, block: np.ndarray) -> Evaluation:
+        out = self._evaluate(x, True)
+        return Evaluation(out.log_q0, out.delta, np.asarray(out.grad_log_q0)[:, block],
+                          np.asarray(out.grad_delta)[:, block])  # fmt: skip
+
+    def _checked_points(self, x) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"x must have shape (N, {self.dim}), got {x.shape}")
-        out = self._evaluate(x, gradient)
-        self.n_evals += x.shape[0]
+        return x
+
+    @staticmethod
+    def _sanitized(x: np.ndarray, out: Evaluation, gradient: bool) -> Evaluation:
         lq = np.asarray(out.log_q0, dtype=np.float64)
         # Δ is checked only where q0 > 0: elsewhere it is dropped below, and Δ = log π̃ −
         # log q0 is +inf there whenever log q0 is -inf, e.g. where a Student-t start's

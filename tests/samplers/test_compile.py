@@ -9,6 +9,7 @@ import pytest
 
 from pymc_crais.samplers.engine import compile as compile_mod
 from pymc_crais.samplers.engine import gradients as gradients_mod
+from pymc_crais.samplers.engine import model_graph as graph_mod
 from pymc_crais.samplers.engine.compile import (
     PerParticleFallbackWarning,
     compile_model_density,
@@ -99,7 +100,7 @@ def test_fallback_loop_warns_and_agrees(mixed_model, rng, monkeypatch, request):
     def broken(*args, **kwargs):
         raise NotImplementedError("no vectorization for this op")
 
-    monkeypatch.setattr(compile_mod, "vectorize_graph", broken)
+    monkeypatch.setattr(graph_mod, "vectorize_graph", broken)
     compile_mod.clear_compile_cache()  # the batched functions of this model are cached
     request.addfinalizer(compile_mod.clear_compile_cache)  # and so is the fallback
     # the loop's functions in NumPy per Op (the mode is honoured like any compile_kwargs):

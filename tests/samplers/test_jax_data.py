@@ -93,15 +93,16 @@ def test_jax_functions_take_the_data_as_inputs_and_hold_it_once():
 
         # the same bits as the functions compiled with the data left where PyMC put it
         import pymc_crais.samplers.engine.compile as compile_mod
+        import pymc_crais.samplers.engine.model_graph as graph_mod
 
         class Unlifted(DataCompiler):
             def __init__(self, compile_kwargs, jax):
                 super().__init__(compile_kwargs, jax=False)
 
-        compile_mod.DataCompiler = Unlifted
+        graph_mod.DataCompiler = Unlifted
         compile_mod.clear_compile_cache()
         before = compile_mod.compile_model_density(model, compile_kwargs=ckw)
-        compile_mod.DataCompiler = DataCompiler
+        graph_mod.DataCompiler = DataCompiler
         assert type(before._fn_grad).__name__ == "ReproducibleFunction"
         old = before.evaluate(x, gradient=True)
         for name in ("log_q0", "delta", "grad_log_q0", "grad_delta"):

@@ -149,8 +149,9 @@ def test_a_numpy_stage_that_fails_leaves_numba_alone_not_a_per_particle_loop(
     import warnings
 
     from pymc_crais.samplers.engine import compile as compile_mod
+    from pymc_crais.samplers.engine import model_graph
 
-    real = compile_mod.DataCompiler
+    real = model_graph.DataCompiler
 
     class Failing(real):
         def compile(self, inputs, outputs, lazy=False):
@@ -172,7 +173,7 @@ def test_a_numpy_stage_that_fails_leaves_numba_alone_not_a_per_particle_loop(
                 return Broken()
             return fn
 
-    monkeypatch.setattr(compile_mod, "DataCompiler", Failing)
+    monkeypatch.setattr(model_graph, "DataCompiler", Failing)
     compile_mod.clear_compile_cache()
     try:
         with warnings.catch_warnings():

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.graph.replace import clone_replace, vectorize_graph
+from pytensor.graph.replace import clone_replace
 
 from ...warnings import user_stacklevel
 from .gradients import batched_gradients
-from .jax_data import DataCompiler
 from .model_density import ModelDensity
+from .model_graph import batched_model_graph, model_compilers, uses_jax
 from .reproducible import ReproducibleFunction, reproducible_compile
-from .rewrites import checks_per_particle, simplify_logp_graph, with_fast_softplus
-from .staged import StagedCompiler, TwoStage, numpy_first_kwargs
+from .rewrites import checks_per_particle, simplify_logp_graph
+from .staged import TwoStage
 
 __all__ = [
     "ModelDensity",
@@ -36,6 +36,7 @@ __all__ = [
     "parameter_layout",
     "reproducible_compile",
     "resolve_compile_kwargs",
+    "uses_jax",
 ]
 
 
@@ -171,18 +172,6 @@ def resolve_compile_kwargs(backend: str | None, compile_kwargs: dict | None) -> 
     return dict(resolve_backend_compile_kwargs(backend, dict(compile_kwargs or {})))
 
 
-def uses_jax(compile_kwargs: dict | None) -> bool:
-    """Whether functions compiled with ``compile_kwargs`` run on PyTensor's JAX linker."""
-    import pytensor
-    from pytensor.compile.mode import get_mode
-
-    mode = (compile_kwargs or {}).get("mode") or pytensor.config.mode
-    try:
-        return type(get_mode(mode).linker).__name__.startswith("JAX")
-    except Exception:  # an unknown mode: PyTensor will say so when compiling
-        return False
-
-
 def joined_scalar_graph(model, outputs, layout: ParameterLayout):
     """``outputs`` as functions of one raveled float vector ``θ`` (discrete inputs rounded),
     parameter checks already ``-inf`` switches of this one ``θ`` (:func:`checks_per_particle`:
@@ -316,32 +305,22 @@ def clear_compile_cache() -> None:
     _COMPILED.clear()
 
 
+def model_scalar_graph(model, layout):
+    """``((log prior, ℓ), θ)``: the model's two scalar log-densities of one raveled ``θ``."""
+    (lp, ll), theta = joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
+    return (pt.as_tensor_variable(lp).astype("float64"),
+            pt.as_tensor_variable(ll).astype("float64")), theta  # fmt: skip
+
+
 def _compile_model_functions(model, layout, ckw, gradient, vectorize, simplify) -> tuple:
     """``(vectorized, fn, fn_grad, grad_error, fallback_reason, numpy_cost)`` for
     :func:`compile_model_density`."""
-    (lp, ll), theta = joined_scalar_graph(model, [model.varlogp, model.datalogp], layout)
-    lp = pt.as_tensor_variable(lp).astype("float64")
-    ll = pt.as_tensor_variable(ll).astype("float64")
-
-    def batched(outs):
-        xb = pt.matrix("theta_batch", dtype="float64")
-        bouts = vectorize_graph(outs, replace={theta: xb})
-        # an output that does not depend on θ (no likelihood terms) is not batched: broadcast
-        zeros = pt.zeros((xb.shape[0],), dtype="float64")
-        return xb, [o if o.ndim == 1 else o + zeros for o in bouts]
-
-    numpy_ckw = numpy_first_kwargs(ckw)  # NumPy first, Numba after a budget (staged.py)
-    if simplify:
-        ckw = with_fast_softplus(ckw)
-        numpy_ckw = numpy_ckw and with_fast_softplus(numpy_ckw)
-    compiler = DataCompiler(ckw, uses_jax(ckw))  # JAX: the data as inputs (jax_data.py)
-    stages = StagedCompiler(compiler, numpy_ckw and DataCompiler(numpy_ckw, False))
+    (lp, ll), theta = model_scalar_graph(model, layout)
+    compiler, stages = model_compilers(ckw, simplify)
     grad_error = None
     if vectorize:
         try:
-            xb, (blp, bll) = batched([lp, ll])
-            if simplify:  # after vectorizing: canonical forms can hide batch dimensions
-                blp, bll = simplify_logp_graph([blp, bll])
+            xb, (blp, bll) = batched_model_graph(lp, ll, theta, simplify)
             fn_grad = None
             if gradient:
                 try:

@@ -33,7 +33,10 @@ its split of the weights' variance (the part ``θ`` decides, the part copies ave
 :mod:`pymc_crais.core.families`) gives the most copies up to :data:`MAX_COPIES` predicted to
 meet ``target_mcse`` (down to :data:`MIN_COPIES` only where :data:`COPIES` miss it). The same
 prediction skips a refit pilot or a second split that would cost more than it could save
-(:meth:`_Target.saving`).
+(:meth:`_Target.saving`). Where the Newton runs have a gradient of their own, cheaper than the
+model's (:mod:`~pymc_crais.samplers.engine.block_gradient`: a latent GP), each ``θ`` draw gets
+one copy: the whole-gradient moves at ``τ = 1`` that break up families (up to
+:data:`CONDITIONAL_MAX_MCMC_STEPS`, one without families) then cost more than the Newton runs.
 
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
@@ -61,29 +64,15 @@ from ...core.latent_hessian import latent_sparsity
 from ...core.mode_mixture import StudentTMixture
 from ...core.schedules.run_length import relative_variance
 from ...core.weights import normalized_weights
+from .block_gradient import add_block_gradient
 from .compile import initial_point_vector
 from .init_auto import DF, SCALE, khat
 from .start_point import DEFAULT_TARGET_MCSE
 
-__all__ = [
-    "CONDITIONAL_MAX_MCMC_STEPS",
-    "CRAIS_TARGET_FACTOR",
-    "COPIES",
-    "KHAT",
-    "MAX_COPIES",
-    "MAX_HYPER",
-    "MAX_LATENT",
-    "MIN_COPIES",
-    "N_GUARD",
-    "PILOT_DRAWS",
-    "TRUST_KHAT",
-    "ConditionalLaplaceDraw",
-    "candidate_blocks",
-    "model_blocks",
-    "one_step_conditional_start",
-    "smc_conditional_start",
-    "smc_needs_conditional_start",
-]
+__all__ = ["CONDITIONAL_MAX_MCMC_STEPS", "CRAIS_TARGET_FACTOR", "COPIES", "KHAT", "MAX_COPIES"]
+__all__ += ["MAX_HYPER", "MAX_LATENT", "MIN_COPIES", "N_GUARD", "PILOT_DRAWS", "TRUST_KHAT"]
+__all__ += ["ConditionalLaplaceDraw", "candidate_blocks", "model_blocks"]
+__all__ += ["one_step_conditional_start", "smc_conditional_start", "smc_needs_conditional_start"]
 
 MAX_HYPER = 8
 """The most hyperparameter coordinates (a Nelder–Mead search and a Student-t over them)."""
@@ -193,11 +182,16 @@ def _weights(proposal, rng, md, n):
 class _Target:
     """The run a start is sized for: ``draws`` a chain, ``chains``, ``target_mcse``."""
 
-    def __init__(self, draws: int, chains: int, target_mcse: float):
+    def __init__(self, draws: int, chains: int, target_mcse: float, one_copy: bool = False):
         self.draws, self.chains, self.mcse = int(draws), int(chains), float(target_mcse)
+        self.one_copy = bool(one_copy)
 
     def copies(self, k: float, split: tuple[float, float]) -> int:
-        """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``."""
+        """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``; one
+        where the Newton runs have their own cheaper gradient (``one_copy``, module
+        docstring)."""
+        if self.one_copy:
+            return 1
         if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
             return family_size(self.draws, COPIES)
         args = (*split, self.draws, self.chains, self.mcse)
@@ -304,10 +298,12 @@ def smc_conditional_start(setup, target_mcse: float = DEFAULT_TARGET_MCSE):
     before = md.n_evals
     x0 = initial_point_vector(setup.model, setup.layout)
     guard_draws = setup.draw(rng, N_GUARD)
-    target = _Target(setup.draws, setup.chains, target_mcse)
     tried = []
     for b in splits:
+        own = add_block_gradient(setup.model, md, b.latent, setup.compile_kwargs)
+        target = _Target(setup.draws, setup.chains, target_mcse, one_copy=own)
         proposal, attrs = _candidate(md, b, x0, guard_draws, rng, target)
+        attrs["init_conditional_block_gradient"] = own
         enough = attrs.pop("_enough", False)
         tried.append((proposal, attrs))
         if enough:

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import pytensor.tensor as pt
 
-__all__ = ["batched_gradients", "column_blocks"]
+__all__ = ["batched_gradients", "column_block_items", "column_blocks"]
 
 
 def column_blocks(outputs, xb, dim: int) -> list | None:
     """The variables ``xb[:, a:b]`` through which alone ``outputs`` read ``xb``, ordered by
     column and covering ``[0, dim)`` once; ``None`` when the graph reads ``xb`` otherwise."""
+    items = column_block_items(outputs, xb, dim)
+    return None if items is None else [var for _, var in items]
+
+
+def column_block_items(outputs, xb, dim: int) -> list | None:
+    """:func:`column_blocks` with their columns: ``[((a, b), xb[:, a:b]), ...]``."""
     from pytensor.graph.traversal import applys_between
     from pytensor.tensor.subtensor import Subtensor, get_idx_list
 
@@ -43,7 +49,7 @@ def column_blocks(outputs, xb, dim: int) -> list | None:
         return None
     if any(a[1] != b[0] for a, b in zip(keys[:-1], keys[1:], strict=False)):
         return None
-    return [blocks[k] for k in keys]
+    return [(k, blocks[k]) for k in keys]
 
 
 def batched_gradients(costs, xb, dim: int) -> list:

@@ -66,8 +66,10 @@ class PosteriorMapper:
             self._fn = compile_function([theta], outs, ckw)
 
     def __call__(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Named arrays for the particles ``x`` (shape ``(N, d)``)."""
+        """Named arrays for the particles ``x`` (shape ``(N, d)``); a row repeated (draws
+        resampled from weights repeat many) is mapped once."""
         x = np.ascontiguousarray(x, dtype=np.float64)
+        x, inverse = _unique_rows(x)
         if self.vectorized:
             values = self._fn(x)
         else:
@@ -77,8 +79,23 @@ class PosteriorMapper:
         for name, dtype, val in zip(self.names, self.dtypes, values, strict=True):
             val = np.asarray(val)
             if val.shape[:1] != (x.shape[0],):  # a constant deterministic: broadcast
-                val = np.broadcast_to(val, (x.shape[0], *val.shape)).copy()
+                val = np.broadcast_to(val, (x.shape[0], *val.shape))
             if np.dtype(dtype).kind in "iub":
                 val = np.round(val).astype(dtype)
-            out[name] = val
+            out[name] = np.array(val if inverse is None else val[inverse])
         return out
+
+
+def _unique_rows(x: np.ndarray):
+    """``(rows, inverse)``: the distinct rows of ``x`` in order of first appearance, and
+    where each row of ``x`` is among them (``(x, None)`` when all are distinct)."""
+    if x.shape[0] < 2:
+        return x, None
+    keys = np.ascontiguousarray(x).view(np.dtype((np.void, x.dtype.itemsize * x.shape[1])))
+    _, first, inverse = np.unique(keys.ravel(), return_index=True, return_inverse=True)
+    if first.size == x.shape[0]:
+        return x, None
+    order = np.argsort(first)  # distinct rows in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return x[first[order]], rank[inverse.ravel()]

@@ -37,6 +37,10 @@ class ModelDensity(BatchedDensity):
         With functions compiled on NumPy and Numba (:mod:`~pymc_crais.samplers.engine.staged`):
         the estimated NumPy time of a call, and how much of it is spent before the calls go
         to Numba.
+    block_functions : dict
+        Functions of the values and the gradients in a block of coordinates alone, keyed by
+        the block's coordinates (:mod:`~pymc_crais.samplers.engine.block_gradient`), used by
+        :meth:`evaluate_block`; a block without one takes the whole gradient.
     """
 
     layout: object = None  # the ParameterLayout
@@ -49,6 +53,7 @@ class ModelDensity(BatchedDensity):
     numpy_cost: NumpyCost | None = None
     _numpy_spent: float = field(default=0.0, repr=False)
     _numpy_budget: float | None = field(default=None, repr=False)  # None: the set-up's
+    block_functions: dict = field(default_factory=dict, repr=False)
 
     def for_chain(self) -> ModelDensity:
         """A copy for one chain: the same compiled functions, its own count of
@@ -121,6 +126,13 @@ class ModelDensity(BatchedDensity):
                 "gradient-free kernel such as kernel='rwmh'"
             )
         lp, ll, glp, gll = self._call(self._fn_grad, x)
+        return Evaluation(np.asarray(lp), np.asarray(ll), np.asarray(glp), np.asarray(gll))
+
+    def _evaluate_block(self, x: np.ndarray, block: np.ndarray) -> Evaluation:
+        fn = self.block_functions.get(tuple(block.tolist()))
+        if fn is None:
+            return super()._evaluate_block(x, block)
+        lp, ll, glp, gll = self._call(fn, x)
         return Evaluation(np.asarray(lp), np.asarray(ll), np.asarray(glp), np.asarray(gll))
 
     @property
