@@ -47,9 +47,16 @@ def matrix_nodes(inputs, outputs) -> int:
         op = node.op.core_op if isinstance(node.op, Blockwise) else node.op
         if type(op).__module__.startswith(LINALG_MODULE):
             n += 1
-        elif isinstance(op, Dot) and all(getattr(i.type, "ndim", 0) >= 2 for i in node.inputs):
+        elif isinstance(op, Dot) and all(_matrix(i.type) for i in node.inputs):
             n += 1
     return n
+
+
+def _matrix(t) -> bool:
+    """A matrix operand: two trailing dimensions, neither known to be 1 (``A @ v`` is
+    ``A @ v[:, None]``)."""
+    shape = getattr(t, "shape", ())
+    return len(shape) >= 2 and all(s != 1 for s in shape[-2:])
 
 
 def add_block_gradient(model, density, block, compile_kwargs: dict, simplify: bool = True) -> bool:

@@ -1,0 +1,161 @@
+"""The gradient in a block of coordinates alone (engine/block_gradient.py and
+``BatchedDensity.evaluate_block``): compiled only where it saves matrix work, equal to the
+whole gradient's columns, used by the conditional start with one copy a θ draw."""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+import pymc_crais as pmc
+from pymc_crais.core.density import FunctionDensity
+from pymc_crais.samplers.engine import conditional_start as cs
+from pymc_crais.samplers.engine.block_gradient import add_block_gradient, matrix_nodes
+from pymc_crais.samplers.engine.compile import compile_model_density, parameter_layout
+from pymc_crais.samplers.engine.mapping import _unique_rows, posterior_mapper
+from pymc_crais.samplers.engine.prior import PriorSampler
+
+
+def _gp(n=12):
+    rng = np.random.default_rng(3)
+    X = np.sort(rng.uniform(0.0, 5.0, n))
+    y = np.sin(X) + rng.normal(0.0, 0.3, n)
+    with pm.Model() as model:
+        ell = pm.Gamma("ell", 2.0, 1.0)
+        eta = pm.HalfNormal("eta", 1.0)
+        f = pm.gp.Latent(cov_func=eta**2 * pm.gp.cov.ExpQuad(1, ls=ell)).prior("f", X=X[:, None])
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("y", f, sigma, observed=y)
+    return model
+
+
+def _hier():
+    y = np.array([1.2, -0.3, 0.8, 2.1, 0.4])
+    with pm.Model() as model:
+        tau = pm.HalfNormal("tau", 1.0)
+        z = pm.Normal("z", 0.0, tau, shape=5)
+        pm.Normal("y", z, 1.0, observed=y)
+    return model
+
+
+def _latent(model):
+    layout = parameter_layout(model)
+    blocks = cs.model_blocks(model, layout)
+    return layout, blocks
+
+
+def _points(model, n=6):
+    layout = parameter_layout(model)
+    return PriorSampler(model, layout).draw(np.random.default_rng(1), n)
+
+
+def test_a_latent_gp_gets_its_latent_gradient_equal_to_the_whole_ones_columns():
+    model = _gp()
+    layout, blocks = _latent(model)
+    dens = compile_model_density(model)
+    x = _points(model)
+    whole = dens.evaluate(x, gradient=True)
+    assert add_block_gradient(model, dens, blocks.latent, {})
+    assert tuple(blocks.latent.tolist()) in dens.block_functions
+    before = dens.n_evals
+    part = dens.evaluate_block(x, blocks.latent)
+    assert dens.n_evals - before == x.shape[0]
+    assert part.grad_delta.shape == (x.shape[0], blocks.latent.size)
+    np.testing.assert_allclose(part.log_q0, whole.log_q0, rtol=1e-10)
+    np.testing.assert_allclose(part.delta, whole.delta, rtol=1e-10)
+    for name in ("grad_log_q0", "grad_delta"):
+        np.testing.assert_allclose(getattr(part, name), getattr(whole, name)[:, blocks.latent],
+                                   rtol=1e-8, atol=1e-10)  # fmt: skip
+    # once compiled, a second density of the model finds it cached
+    again = compile_model_density(model)
+    assert add_block_gradient(model, again, blocks.latent, {})
+    assert again.block_functions[tuple(blocks.latent.tolist())] is (
+        dens.block_functions[tuple(blocks.latent.tolist())])
+
+
+def test_elementwise_hyperparameters_compile_nothing_and_take_the_whole_gradient():
+    model = _hier()
+    layout, blocks = _latent(model)
+    dens = compile_model_density(model)
+    assert not add_block_gradient(model, dens, blocks.latent, {})
+    assert dens.block_functions == {}
+    x = _points(model)
+    whole, part = dens.evaluate(x, gradient=True), dens.evaluate_block(x, blocks.latent)
+    np.testing.assert_array_equal(part.grad_delta, whole.grad_delta[:, blocks.latent])
+    np.testing.assert_array_equal(part.delta, whole.delta)
+
+
+def test_a_block_that_is_not_whole_variables_is_left_to_the_whole_gradient():
+    model = _gp()
+    dens = compile_model_density(model)
+    layout, blocks = _latent(model)
+    assert not add_block_gradient(model, dens, blocks.latent[:-1], {})  # part of f
+    assert not add_block_gradient(model, dens, blocks.latent[::-1], {})  # out of order
+    assert dens.block_functions == {}
+
+
+def test_matrix_nodes_count_linear_algebra_and_matrix_products_only():
+    a = pt.matrix("a")
+    v = pt.vector("v")
+    assert matrix_nodes([a], [pt.exp(a).sum()]) == 0
+    assert matrix_nodes([a, v], [a @ v]) == 0  # a matrix times a vector
+    assert matrix_nodes([a], [a @ a]) == 1
+    assert matrix_nodes([a], [pt.linalg.cholesky(a @ a.T).sum()]) == 2
+
+
+def test_the_default_block_evaluation_selects_and_sanitizes_columns():
+    def lt(x):
+        return np.where(x[:, 0] > 2.0, np.nan, -0.5 * np.sum(x * x, axis=1))
+
+    def lq(x):
+        return -0.5 * np.sum(x * x, axis=1)
+
+    dens = FunctionDensity(3, log_q0=lq, log_target=lt, grad_log_q0=lambda x: -x,
+                           grad_log_target=lambda x: -3.0 * x)  # fmt: skip
+    x = np.array([[0.5, 1.0, -1.0], [3.0, 1.0, 2.0]])
+    ev = dens.evaluate_block(x, np.array([2, 0]))
+    assert dens.n_evals == 2
+    np.testing.assert_array_equal(ev.grad_log_q0[0], [1.0, -0.5])
+    np.testing.assert_array_equal(ev.grad_delta[0], [2.0, -1.0])
+    assert ev.delta[1] == -np.inf and np.all(ev.grad_delta[1] == 0.0)  # NaN: no weight
+    with pytest.raises(ValueError, match="shape"):
+        dens.evaluate_block(x[:, :2], np.array([0]))
+
+
+def test_the_conditional_start_gives_one_copy_where_the_newton_runs_have_their_gradient():
+    t = cs._Target(draws=2000, chains=4, target_mcse=0.02, one_copy=True)
+    assert t.copies(-0.5, (0.32, 0.0)) == 1 and t.copies(0.6, (0.01, 0.0)) == 1
+    assert cs._Target(draws=2000, chains=4, target_mcse=0.02).copies(-0.5, (0.32, 0.0)) == 10
+
+
+@pytest.mark.slow
+def test_a_latent_gp_run_takes_the_block_gradient_and_is_right():
+    """The applied tier's latent GP, defaults: the start with one copy a θ draw, and log Z
+    within 3 MCSE of the exact value (the case's reference)."""
+    from pymc_crais.validation import get_case
+
+    inst = get_case("applied_gp_latent").build()
+    idata = pmc.sample_smc(model=inst.model, random_seed=7, progressbar=False)
+    attrs = idata["sample_stats"].attrs
+    assert attrs["init_choice"] == "conditional_laplace"
+    assert attrs["init_conditional_block_gradient"] and attrs["init_conditional_copies"] == 1
+    log_z, mcse = pmc.log_marginal_likelihood(idata)
+    assert mcse <= 0.05 and abs(log_z - inst.log_z) <= 3 * mcse
+
+
+def test_unique_rows_and_the_mapper_map_each_distinct_row_once():
+    x = np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 2.0], [0.0, 1.0], [-0.0, 1.0]])
+    rows, inverse = _unique_rows(x)
+    assert rows.shape == (4, 2)  # -0.0 and 0.0 differ in their bits: both kept
+    np.testing.assert_array_equal(rows[inverse], x)
+    np.testing.assert_array_equal(rows, x[[0, 1, 3, 4]])  # in order of first appearance
+    assert _unique_rows(x[:2])[1] is None
+    model = _gp()
+    mapper = posterior_mapper(model, parameter_layout(model))
+    draws = _points(model, 4)
+    repeated = draws[[0, 1, 0, 2, 3, 3]]
+    out = mapper(repeated)
+    for name, val in mapper(draws).items():
+        np.testing.assert_array_equal(out[name], val[[0, 1, 0, 2, 3, 3]])
+        out[name][0] += 1.0  # each row its own memory
+        assert not np.array_equal(out[name][0], out[name][2])
