@@ -111,8 +111,9 @@ class WeightedStart:
 
 
 def _log_density_and_grad(density: BatchedDensity, points: np.ndarray, latent: np.ndarray):
-    """``log p`` of the rows of ``points`` and its gradient in the ``latent`` coordinates."""
-    ev = density.evaluate_block(points, latent)
+    """``log p`` of the groups of ``points`` ``(M, k, d)`` (each sharing its ``θ``) and its
+    gradient in the ``latent`` coordinates."""
+    ev = density.evaluate_grouped(points, latent)
     with np.errstate(invalid="ignore"):
         return ev.log_q0 + ev.delta, ev.grad_log_q0 + ev.grad_delta
 
@@ -209,11 +210,9 @@ def latent_newton(
         xa, ta = x[rows], theta[rows]
         h = fd_step * np.maximum(1.0, np.abs(xa))
         full = joined_hessian_points(blocks, ta, xa, h, sparsity)
-        k = full.shape[1]
         with np.errstate(all="ignore"):
-            lp, g = _log_density_and_grad(density, full.reshape(-1, blocks.dim), blocks.latent)
-            g = g.reshape(rows.size, k, dx)
-            lp0, g0 = lp.reshape(rows.size, k)[:, 0], g[:, 0]
+            lp, g = _log_density_and_grad(density, full, blocks.latent)
+            lp0, g0 = lp[:, 0], g[:, 0]
             hess = -hessian_from_gradients(g, h, sparsity)
         g0 = np.where(np.isfinite(g0), g0, 0.0)
         c = _damped_cholesky(hess)
@@ -229,7 +228,10 @@ def latent_newton(
                 break
             trial = xa[move] + t[move, None] * step[move]
             with np.errstate(all="ignore"):
-                lt, gt = _log_density_and_grad(density, blocks.join(ta[move], trial), blocks.latent)
+                lt, gt = _log_density_and_grad(
+                    density, blocks.join(ta[move], trial)[:, None], blocks.latent
+                )
+                lt, gt = lt[:, 0], gt[:, 0]
             ok = np.isfinite(lt) & (lt >= lp0[move] - 1e-10 * np.abs(lp0[move]))
             sel = np.flatnonzero(move)
             x[rows[sel[ok]]] = trial[ok]

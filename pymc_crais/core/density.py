@@ -121,32 +121,44 @@ class BatchedDensity:
         self.n_evals += x.shape[0]
         return self._sanitized(x, out, gradient)
 
-    def evaluate_block(self, x: np.ndarray, block: np.ndarray) -> Evaluation:
-        """:meth:`evaluate` with the gradients in the coordinates ``block`` alone.
+    def evaluate_grouped(self, points: np.ndarray, block: np.ndarray) -> Evaluation:
+        """:meth:`evaluate` of groups of points that share every coordinate outside ``block``,
+        with the gradients in the coordinates ``block`` alone.
 
-        A subclass may compute them more cheaply than the whole gradient (where the other
-        coordinates reach the density through a matrix factorization, say, whose derivative
-        is the costly part) by overriding ``_evaluate_block``; by default the whole gradient
-        is taken and its columns selected. Each row counts as one evaluation.
+        A subclass may evaluate such groups more cheaply (by overriding
+        ``_evaluate_grouped``): what depends only on the shared coordinates once a group (a
+        matrix factorization, say), and no derivative with respect to them. By default the
+        points are evaluated one by one and the gradients' columns selected. Each point
+        counts as one evaluation.
 
         Parameters
         ----------
-        x : numpy.ndarray, shape (N, d)
-        block : numpy.ndarray of int, shape (k,)
+        points : numpy.ndarray, shape (M, k, d)
+            ``M`` groups of ``k`` points; the coordinates outside ``block`` are read from each
+            group's first point.
+        block : numpy.ndarray of int, shape (b,)
             Coordinates, in the order the gradient columns are wanted.
 
         Returns
         -------
         Evaluation
-            Gradients of shape ``(N, k)``.
+            Log-densities of shape ``(M, k)``, gradients ``(M, k, b)``.
         """
-        x = self._checked_points(x)
-        out = self._evaluate_block(x, np.asarray(block, dtype=int))
-        self.n_evals += x.shape[0]
-        return self._sanitized(x, out, True)
+        points = np.asarray(points, dtype=np.float64)
+        if points.ndim != 3 or points.shape[2] != self.dim:
+            raise ValueError(f"points must have shape (M, k, {self.dim}), got {points.shape}")
+        m, k, _ = points.shape
+        block = np.asarray(block, dtype=int)
+        out = self._evaluate_grouped(points, block)
+        self.n_evals += m * k
+        ev = self._sanitized(points.reshape(m * k, self.dim), out, True)
+        g0, g1 = ev.grad_log_q0.reshape(m, k, -1), ev.grad_delta.reshape(m, k, -1)
+        return Evaluation(ev.log_q0.reshape(m, k), ev.delta.reshape(m, k), g0, g1)
 
-    def _evaluate_block(self, x: np.ndarray, block: np.ndarray) -> Evaluation:
-        out = self._evaluate(x, True)
+    def _evaluate_grouped(self, points: np.ndarray, block: np.ndarray) -> Evaluation:
+        """The flat evaluation of ``points`` (rows ``M · k``) with the ``block`` columns of
+        its gradients."""
+        out = self._evaluate(points.reshape(-1, self.dim), True)
         return Evaluation(out.log_q0, out.delta, np.asarray(out.grad_log_q0)[:, block],
                           np.asarray(out.grad_delta)[:, block])  # fmt: skip
 

@@ -102,9 +102,8 @@ def latent_sparsity(
     h = fd_step * np.maximum(1.0, np.abs(x))
     full = joined_hessian_points(blocks, points[:, blocks.hyper], x, h, None)
     with np.errstate(all="ignore"):
-        ev = density.evaluate_block(full.reshape(-1, blocks.dim), blocks.latent)
-        lp = (ev.log_q0 + ev.delta).reshape(len(points), dx + 1)
-        grad = (ev.grad_log_q0 + ev.grad_delta).reshape(len(points), dx + 1, dx)
+        ev = density.evaluate_grouped(full, blocks.latent)
+        lp, grad = ev.log_q0 + ev.delta, ev.grad_log_q0 + ev.grad_delta
     finite = np.all(np.isfinite(grad), axis=(1, 2)) & np.all(np.isfinite(lp), axis=1)
     if finite.sum() < 2:
         return None

@@ -1,6 +1,7 @@
-"""The gradient in a block of coordinates alone (engine/block_gradient.py and
-``BatchedDensity.evaluate_block``): compiled only where it saves matrix work, equal to the
-whole gradient's columns, used by the conditional start with one copy a θ draw."""
+"""Groups of points sharing their hyperparameters, with the gradient in the latent block alone
+(engine/block_gradient.py and ``BatchedDensity.evaluate_grouped``): compiled only where it
+saves matrix work, equal to the whole gradient's columns, used by the conditional start with
+one copy a θ draw."""
 
 import numpy as np
 import pymc as pm
@@ -49,23 +50,32 @@ def _points(model, n=6):
     return PriorSampler(model, layout).draw(np.random.default_rng(1), n)
 
 
-def test_a_latent_gp_gets_its_latent_gradient_equal_to_the_whole_ones_columns():
+def _grouped(model, blocks, m=4, k=3):
+    """``(M, k, d)`` points whose groups share their hyperparameters."""
+    x = _points(model, m * k).reshape(m, k, -1)
+    x[:, :, blocks.hyper] = x[:, :1, blocks.hyper]
+    return x
+
+
+def test_a_latent_gp_gets_its_grouped_gradient_equal_to_the_whole_ones_columns():
     model = _gp()
     layout, blocks = _latent(model)
     dens = compile_model_density(model)
-    x = _points(model)
-    whole = dens.evaluate(x, gradient=True)
+    x = _grouped(model, blocks)
+    whole = dens.evaluate(x.reshape(-1, layout.dim), gradient=True)
     assert add_block_gradient(model, dens, blocks.latent, {})
     assert tuple(blocks.latent.tolist()) in dens.block_functions
     before = dens.n_evals
-    part = dens.evaluate_block(x, blocks.latent)
-    assert dens.n_evals - before == x.shape[0]
-    assert part.grad_delta.shape == (x.shape[0], blocks.latent.size)
-    np.testing.assert_allclose(part.log_q0, whole.log_q0, rtol=1e-10)
-    np.testing.assert_allclose(part.delta, whole.delta, rtol=1e-10)
+    part = dens.evaluate_grouped(x, blocks.latent)
+    assert dens.n_evals - before == 12
+    assert part.grad_delta.shape == (4, 3, blocks.latent.size) and part.delta.shape == (4, 3)
+    # the kernel matrix's factor once a group instead of once a point: rounding differs
+    np.testing.assert_allclose(part.log_q0.ravel(), whole.log_q0, rtol=1e-9)
+    np.testing.assert_allclose(part.delta.ravel(), whole.delta, rtol=1e-9)
     for name in ("grad_log_q0", "grad_delta"):
-        np.testing.assert_allclose(getattr(part, name), getattr(whole, name)[:, blocks.latent],
-                                   rtol=1e-8, atol=1e-10)  # fmt: skip
+        np.testing.assert_allclose(getattr(part, name).reshape(12, -1),
+                                   getattr(whole, name)[:, blocks.latent],
+                                   rtol=1e-7, atol=1e-8)  # fmt: skip
     # once compiled, a second density of the model finds it cached
     again = compile_model_density(model)
     assert add_block_gradient(model, again, blocks.latent, {})
@@ -79,10 +89,12 @@ def test_elementwise_hyperparameters_compile_nothing_and_take_the_whole_gradient
     dens = compile_model_density(model)
     assert not add_block_gradient(model, dens, blocks.latent, {})
     assert dens.block_functions == {}
-    x = _points(model)
-    whole, part = dens.evaluate(x, gradient=True), dens.evaluate_block(x, blocks.latent)
-    np.testing.assert_array_equal(part.grad_delta, whole.grad_delta[:, blocks.latent])
-    np.testing.assert_array_equal(part.delta, whole.delta)
+    x = _grouped(model, blocks)
+    whole = dens.evaluate(x.reshape(12, -1), gradient=True)
+    part = dens.evaluate_grouped(x, blocks.latent)
+    got = part.grad_delta.reshape(12, -1)
+    np.testing.assert_array_equal(got, whole.grad_delta[:, blocks.latent])
+    np.testing.assert_array_equal(part.delta.ravel(), whole.delta)
 
 
 def test_a_block_that_is_not_whole_variables_is_left_to_the_whole_gradient():
@@ -103,7 +115,7 @@ def test_matrix_nodes_count_linear_algebra_and_matrix_products_only():
     assert matrix_nodes([a], [pt.linalg.cholesky(a @ a.T).sum()]) == 2
 
 
-def test_the_default_block_evaluation_selects_and_sanitizes_columns():
+def test_the_default_grouped_evaluation_selects_and_sanitizes_columns():
     def lt(x):
         return np.where(x[:, 0] > 2.0, np.nan, -0.5 * np.sum(x * x, axis=1))
 
@@ -112,14 +124,14 @@ def test_the_default_block_evaluation_selects_and_sanitizes_columns():
 
     dens = FunctionDensity(3, log_q0=lq, log_target=lt, grad_log_q0=lambda x: -x,
                            grad_log_target=lambda x: -3.0 * x)  # fmt: skip
-    x = np.array([[0.5, 1.0, -1.0], [3.0, 1.0, 2.0]])
-    ev = dens.evaluate_block(x, np.array([2, 0]))
-    assert dens.n_evals == 2
-    np.testing.assert_array_equal(ev.grad_log_q0[0], [1.0, -0.5])
-    np.testing.assert_array_equal(ev.grad_delta[0], [2.0, -1.0])
-    assert ev.delta[1] == -np.inf and np.all(ev.grad_delta[1] == 0.0)  # NaN: no weight
+    x = np.array([[[0.5, 1.0, -1.0], [3.0, 1.0, 2.0]]])
+    ev = dens.evaluate_grouped(x, np.array([2, 0]))
+    assert dens.n_evals == 2 and ev.delta.shape == (1, 2)
+    np.testing.assert_array_equal(ev.grad_log_q0[0, 0], [1.0, -0.5])
+    np.testing.assert_array_equal(ev.grad_delta[0, 0], [2.0, -1.0])
+    assert ev.delta[0, 1] == -np.inf and np.all(ev.grad_delta[0, 1] == 0.0)  # NaN: no weight
     with pytest.raises(ValueError, match="shape"):
-        dens.evaluate_block(x[:, :2], np.array([0]))
+        dens.evaluate_grouped(x[0], np.array([0]))
 
 
 def test_the_conditional_start_gives_one_copy_where_the_newton_runs_have_their_gradient():

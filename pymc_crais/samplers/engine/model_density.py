@@ -38,9 +38,10 @@ class ModelDensity(BatchedDensity):
         the estimated NumPy time of a call, and how much of it is spent before the calls go
         to Numba.
     block_functions : dict
-        Functions of the values and the gradients in a block of coordinates alone, keyed by
-        the block's coordinates (:mod:`~pymc_crais.samplers.engine.block_gradient`), used by
-        :meth:`evaluate_block`; a block without one takes the whole gradient.
+        Functions of groups of points that share the coordinates outside a block, returning
+        the values and the gradients in the block alone, keyed by the block's coordinates
+        (:mod:`~pymc_crais.samplers.engine.block_gradient`), used by :meth:`evaluate_grouped`;
+        a block without one takes the whole gradient of every point.
     """
 
     layout: object = None  # the ParameterLayout
@@ -104,13 +105,18 @@ class ModelDensity(BatchedDensity):
         copied._numpy_spent = -np.inf if numpy else np.inf
         return copied
 
+    def _stage(self, fn: TwoStage, rows: int):
+        """The stage of ``fn`` for a call on ``rows`` particles (counted towards the budget)."""
+        budget = self._numpy_budget
+        fn = fn.stage(
+            self._numpy_spent < (self.numpy_cost.setup_budget if budget is None else budget)
+        )
+        self._numpy_spent += self.numpy_cost.call(rows)
+        return fn
+
     def _call(self, fn, x):
         if isinstance(fn, TwoStage):
-            budget = self._numpy_budget
-            fn = fn.stage(
-                self._numpy_spent < (self.numpy_cost.setup_budget if budget is None else budget)
-            )
-            self._numpy_spent += self.numpy_cost.call(x.shape[0])
+            fn = self._stage(fn, x.shape[0])
         if self.vectorized:
             return call_in_blocks(fn, x, self.block_rows, pad=self.pad_rows)
         outs = [fn(row) for row in x]  # per-particle fallback (warned at compile time)
@@ -128,12 +134,19 @@ class ModelDensity(BatchedDensity):
         lp, ll, glp, gll = self._call(self._fn_grad, x)
         return Evaluation(np.asarray(lp), np.asarray(ll), np.asarray(glp), np.asarray(gll))
 
-    def _evaluate_block(self, x: np.ndarray, block: np.ndarray) -> Evaluation:
+    def _evaluate_grouped(self, points: np.ndarray, block: np.ndarray) -> Evaluation:
         fn = self.block_functions.get(tuple(block.tolist()))
         if fn is None:
-            return super()._evaluate_block(x, block)
-        lp, ll, glp, gll = self._call(fn, x)
-        return Evaluation(np.asarray(lp), np.asarray(ll), np.asarray(glp), np.asarray(gll))
+            return super()._evaluate_grouped(points, block)
+        shared = np.setdiff1d(np.arange(self.dim), block)
+        hyper = np.ascontiguousarray(points[:, 0, shared])
+        latent = np.ascontiguousarray(points[:, :, block])
+        if isinstance(fn, TwoStage):
+            fn = self._stage(fn, points.shape[0] * points.shape[1])
+        lp, ll, glp, gll = (np.asarray(a) for a in fn(hyper, latent))
+        rows = points.shape[0] * points.shape[1]
+        return Evaluation(lp.reshape(rows), ll.reshape(rows), glp.reshape(rows, block.size),
+                          gll.reshape(rows, block.size))  # fmt: skip
 
     @property
     def has_gradient(self) -> bool:
