@@ -134,10 +134,14 @@ def test_the_default_grouped_evaluation_selects_and_sanitizes_columns():
         dens.evaluate_grouped(x[0], np.array([0]))
 
 
-def test_the_conditional_start_gives_one_copy_where_the_newton_runs_have_their_gradient():
+def test_one_copy_where_the_newton_runs_have_their_gradient_or_the_first_pilot_was_heavy():
     t = cs._Target(draws=2000, chains=4, target_mcse=0.02, one_copy=True)
     assert t.copies(-0.5, (0.32, 0.0)) == 1 and t.copies(0.6, (0.01, 0.0)) == 1
-    assert cs._Target(draws=2000, chains=4, target_mcse=0.02).copies(-0.5, (0.32, 0.0)) == 10
+    plain = cs._Target(draws=2000, chains=4, target_mcse=0.02)
+    assert plain.copies(-0.5, (0.32, 0.0)) == 10
+    # kept on a refit after a first pilot above KHAT: one copy too (the AR(1))
+    assert plain.copies(-0.5, (0.32, 0.0), first_k=cs.KHAT + 0.1) == 1
+    assert plain.copies(-0.5, (0.32, 0.0), first_k=cs.KHAT) == 10
 
 
 @pytest.mark.slow
