@@ -14,7 +14,8 @@ conditional, by Newton's method for each drawn ``θ``. It is kept when
 2. the importance weights of :data:`PILOT_DRAWS` of its draws (one per ``θ`` draw) have
    Pareto k̂ at most :data:`KHAT`, for the better of the first proposal and one refitted to
    the first pilot's weighted ``θ`` draws (:func:`_refit`: a kernel estimate after a light
-   pilot, the weighted moments after a heavy one). The proposal over ``θ`` is a defensive
+   pilot, the weighted moments after a heavy one, the fit's Student-t widened
+   :data:`WIDE_SCALE` times where too few draws carry weight). The proposal over ``θ`` is a defensive
    mixture: a Student-t at the fit (or the refit) with a wider one at the fit
    (:func:`_theta_proposal`), and
 3. beside a Laplace fit, that pilot predicts the run's pooled MCSE within ``target_mcse``
@@ -373,6 +374,8 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
     # weights look light to a pilot and then heavy to the chains: MCSE 0.127 at seed 22)
     worth = target.saving(k, split, newton) > pilot_cost
     refit = _refit(fit, proposal, start, lw, light=bool(k <= TRUST_KHAT)) if worth else None
+    if worth and refit is None:  # too few weighty draws to refit to: the fit, wider
+        refit = replace(proposal, theta=_theta_proposal(fit, cov=fit.cov * WIDE_SCALE**2))
     if refit is not None:
         _, lw2, split2 = _weights(refit, rng, md, PILOT_DRAWS)
         k2, rv2 = khat(lw2), relative_variance(lw2)
