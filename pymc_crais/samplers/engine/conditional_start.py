@@ -15,8 +15,8 @@ conditional, by Newton's method for each drawn ``θ``. It is kept when
    Pareto k̂ at most :data:`KHAT`, for the better of the first proposal and one refitted to
    the first pilot's weighted ``θ`` draws (:func:`_refit`: a kernel estimate after a light
    pilot, the weighted moments after a heavy one, the fit's Student-t widened
-   :data:`WIDE_SCALE` times where too few draws carry weight). The proposal over ``θ`` is a defensive
-   mixture: a Student-t at the fit (or the refit) with a wider one at the fit
+   :data:`WIDE_SCALE` times where too few draws carry weight). The proposal over ``θ`` is a
+   defensive mixture: a Student-t at the fit (or the refit) with a wider one at the fit
    (:func:`_theta_proposal`), and
 3. beside a Laplace fit, that pilot predicts the run's pooled MCSE within ``target_mcse``
    (CR-AIS: also without one, within :data:`CRAIS_TARGET_FACTOR` × it).
