@@ -139,9 +139,12 @@ def test_one_copy_where_the_newton_runs_have_their_gradient_or_the_first_pilot_w
     assert t.copies(-0.5, (0.32, 0.0)) == 1 and t.copies(0.6, (0.01, 0.0)) == 1
     plain = cs._Target(draws=2000, chains=4, target_mcse=0.02)
     assert plain.copies(-0.5, (0.32, 0.0)) == 10
-    # kept on a refit after a first pilot above KHAT: one copy too (the AR(1))
-    assert plain.copies(-0.5, (0.32, 0.0), first_k=cs.KHAT + 0.1) == 1
-    assert plain.copies(-0.5, (0.32, 0.0), first_k=cs.KHAT) == 10
+    # kept on a refit after a first pilot above KHAT where the Laplace fit failed: one copy
+    # (the AR(1)); beside a fit the copies still serve the prediction that keeps the start
+    no_fit = cs._Target(draws=2000, chains=4, target_mcse=0.02, no_fit=True)
+    assert no_fit.copies(-0.5, (0.32, 0.0), first_k=cs.KHAT + 0.1) == 1
+    assert no_fit.copies(-0.5, (0.32, 0.0), first_k=cs.KHAT) == 10
+    assert plain.copies(-0.5, (0.32, 0.0), first_k=cs.KHAT + 0.1) == 10
 
 
 @pytest.mark.slow

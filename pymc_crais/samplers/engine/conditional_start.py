@@ -14,9 +14,9 @@ conditional, by Newton's method for each drawn ``θ``. It is kept when
 2. the importance weights of :data:`PILOT_DRAWS` of its draws (one per ``θ`` draw) have
    Pareto k̂ at most :data:`KHAT`, for the better of the first proposal and one refitted to
    the first pilot's weighted ``θ`` draws (:func:`_refit`: a kernel estimate after a light
-   pilot, the weighted moments after a heavy one, the fit's Student-t widened
-   :data:`WIDE_SCALE` times where too few draws carry weight). The proposal over ``θ`` is a
-   defensive mixture: a Student-t at the fit (or the refit) with a wider one at the fit
+   pilot, the weighted moments after a heavy one; the fit's Student-t :data:`WIDE_SCALE`
+   times wider where too few carry weight and the Laplace fit failed). The proposal over ``θ``
+   is a defensive mixture: a Student-t at the fit (or the refit) with a wider one at the fit
    (:func:`_theta_proposal`), and
 3. beside a Laplace fit, that pilot predicts the run's pooled MCSE within ``target_mcse``
    (CR-AIS: also without one, within :data:`CRAIS_TARGET_FACTOR` × it).
@@ -38,7 +38,7 @@ prediction skips a refit pilot or a second split that would cost more than it co
 their own, cheaper than the model's (:mod:`~pymc_crais.samplers.engine.block_gradient`: a latent
 GP; the whole-gradient moves at ``τ = 1`` that break up families, up to
 :data:`CONDITIONAL_MAX_MCMC_STEPS`, then cost more than the Newton runs), and where the start is
-kept on a refit after a first pilot heavier than :data:`KHAT` (its tails rest on one pilot).
+kept, where the Laplace fit failed, on a refit after a first pilot heavier than :data:`KHAT`.
 
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
@@ -184,17 +184,19 @@ def _weights(proposal, rng, md, n):
 class _Target:
     """The run a start is sized for: ``draws`` a chain, ``chains``, ``target_mcse``."""
 
-    def __init__(self, draws: int, chains: int, target_mcse: float, one_copy: bool = False):
+    def __init__(self, draws: int, chains: int, target_mcse: float, one_copy: bool = False,
+                 no_fit: bool = False):  # fmt: skip
         self.draws, self.chains, self.mcse = int(draws), int(chains), float(target_mcse)
-        self.one_copy = bool(one_copy)
+        self.one_copy, self.no_fit = bool(one_copy), bool(no_fit)
 
     def copies(self, k: float, split: tuple[float, float], first_k: float = -np.inf) -> int:
         """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``; one
-        where the Newton runs have their own cheaper gradient (``one_copy``) or the first
-        pilot's k̂ ``first_k`` was above :data:`KHAT` (the kept proposal is a refit whose tails
-        rest on one pilot; the error is then θ's, which copies do not average: the AR(1)'s
-        MCSE 0.078–0.120 at 2 copies, at most 0.036 at one over 14 seeds)."""
-        if self.one_copy or not first_k <= KHAT:
+        where the Newton runs have their own cheaper gradient (``one_copy``), and where the
+        Laplace fit failed (``no_fit``: the start is kept whatever its prediction) after a
+        first pilot's k̂ ``first_k`` above :data:`KHAT` (the kept proposal is a refit whose
+        tails rest on one pilot; the error is θ's, which copies do not average: the AR(1)'s
+        MCSE 0.078–0.120 at 2 copies, at most 0.044 at one over 17 seeds)."""
+        if self.one_copy or (self.no_fit and not first_k <= KHAT):
             return 1
         if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
             return family_size(self.draws, COPIES)
@@ -305,7 +307,8 @@ def smc_conditional_start(setup, target_mcse: float = DEFAULT_TARGET_MCSE):
     tried = []
     for b in splits:
         own = add_block_gradient(setup.model, md, b.latent, setup.compile_kwargs)
-        target = _Target(setup.draws, setup.chains, target_mcse, one_copy=own)
+        target = _Target(setup.draws, setup.chains, target_mcse, one_copy=own,
+                         no_fit=_no_laplace_fit(setup.attrs))  # fmt: skip
         proposal, attrs = _candidate(md, b, x0, guard_draws, rng, target)
         attrs["init_conditional_block_gradient"] = own
         enough = attrs.pop("_enough", False)
@@ -374,7 +377,7 @@ def _candidate(md, blocks, x0, guard_draws, rng, target: _Target):
     # weights look light to a pilot and then heavy to the chains: MCSE 0.127 at seed 22)
     worth = target.saving(k, split, newton) > pilot_cost
     refit = _refit(fit, proposal, start, lw, light=bool(k <= TRUST_KHAT)) if worth else None
-    if worth and refit is None:  # too few weighty draws to refit to: the fit, wider
+    if worth and refit is None and target.no_fit:  # too few weighty draws: the fit, wider
         refit = replace(proposal, theta=_theta_proposal(fit, cov=fit.cov * WIDE_SCALE**2))
     if refit is not None:
         _, lw2, split2 = _weights(refit, rng, md, PILOT_DRAWS)
