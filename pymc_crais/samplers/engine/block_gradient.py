@@ -28,7 +28,7 @@ import numpy as np
 import pytensor.tensor as pt
 
 from .compile import cached_on_model, initial_point_vector, model_scalar_graph
-from .gradients import batched_gradients, column_block_items
+from .gradients import batched_gradients, column_block_items, slice_reads
 from .model_graph import batched_model_graph, model_compilers
 from .reproducible import pytensor_lock
 from .rewrites import simplify_logp_graph
@@ -95,7 +95,7 @@ def add_block_gradient(model, density, block, compile_kwargs: dict, simplify: bo
 def _compile(model, density, key: tuple, ckw: dict, simplify: bool):
     layout = density.layout
     (lp, ll), theta = model_scalar_graph(model, layout)
-    pieces = _theta_pieces([lp, ll], theta, layout.dim)
+    pieces = slice_reads([lp, ll], theta, layout.dim)
     if pieces is None:
         return None
     latent = [cols for cols in sorted(pieces) if cols[0] in key]
@@ -120,35 +120,6 @@ def _compile(model, density, key: tuple, ckw: dict, simplify: bool):
         return fn
     except Exception:  # a graph that does not vectorize over groups: the whole gradient
         return None
-
-
-def _theta_pieces(outputs, theta, dim: int) -> dict | None:
-    """``{(a, b): [θ[a:b] variables]}``: the slices through which alone the scalar graph
-    reads ``θ`` (one per variable, possibly several nodes of each), or ``None``."""
-    from pytensor.graph.traversal import applys_between
-    from pytensor.tensor.subtensor import Subtensor, get_idx_list
-
-    pieces: dict = {}
-    for node in applys_between([theta], outputs):
-        if not any(i is theta for i in node.inputs):
-            continue
-        if not (isinstance(node.op, Subtensor) and node.inputs[0] is theta):
-            return None
-        idx = get_idx_list(node.inputs, node.op.idx_list)
-        if len(idx) != 1 or not isinstance(idx[0], slice) or idx[0].step is not None:
-            return None
-        try:
-            a, b = (int(pt.get_underlying_scalar_constant_value(v)) for v in (idx[0].start,
-                                                                             idx[0].stop))
-        except Exception:
-            return None
-        pieces.setdefault((a, b), []).append(node.outputs[0])
-    cols = sorted(pieces)
-    if not cols or cols[0][0] != 0 or cols[-1][1] != dim:
-        return None
-    if any(p[1] != q[0] for p, q in zip(cols[:-1], cols[1:], strict=False)):
-        return None
-    return pieces
 
 
 def _saves_matrix_work(lp, ll, theta, dim: int, key: tuple, simplify: bool) -> bool:

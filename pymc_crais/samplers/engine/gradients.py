@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytensor.tensor as pt
 
-__all__ = ["batched_gradients", "column_block_items", "column_blocks"]
+__all__ = ["batched_gradients", "column_block_items", "column_blocks", "slice_reads"]
 
 
 def column_blocks(outputs, xb, dim: int) -> list | None:
@@ -22,34 +22,45 @@ def column_blocks(outputs, xb, dim: int) -> list | None:
 
 def column_block_items(outputs, xb, dim: int) -> list | None:
     """:func:`column_blocks` with their columns: ``[((a, b), xb[:, a:b]), ...]``."""
+    reads = slice_reads(outputs, xb, dim)
+    if reads is None or any(len(v) > 1 for v in reads.values()):
+        return None
+    return [(k, reads[k][0]) for k in sorted(reads)]
+
+
+def slice_reads(outputs, source, dim: int) -> dict | None:
+    """``{(a, b): [variables]}``: the slices ``source[a:b]`` (a vector) or ``source[:, a:b]``
+    (a matrix) through which alone ``outputs`` read ``source``, covering ``[0, dim)`` once
+    (several nodes may read one slice); ``None`` when the graph reads it otherwise."""
     from pytensor.graph.traversal import applys_between
     from pytensor.tensor.subtensor import Subtensor, get_idx_list
 
-    blocks = {}
-    for node in applys_between([xb], outputs):
-        if not any(i is xb for i in node.inputs):
+    reads: dict = {}
+    lead = [slice(None)] * (source.ndim - 1)
+    for node in applys_between([source], outputs):
+        if not any(i is source for i in node.inputs):
             continue
-        if not (isinstance(node.op, Subtensor) and node.inputs[0] is xb):
+        if not (isinstance(node.op, Subtensor) and node.inputs[0] is source):
             return None
         idx = get_idx_list(node.inputs, node.op.idx_list)
-        if len(idx) != 2 or idx[0] != slice(None) or not isinstance(idx[1], slice):
+        if len(idx) != source.ndim or list(idx[:-1]) != lead or not isinstance(idx[-1], slice):
             return None
-        sl = idx[1]
+        sl = idx[-1]
         const = pt.get_underlying_scalar_constant_value
         try:
             start = 0 if sl.start is None else int(const(sl.start))
             stop = dim if sl.stop is None else int(const(sl.stop))
         except Exception:  # a symbolic bound
             return None
-        if sl.step is not None or (start, stop) in blocks:
+        if sl.step is not None:
             return None
-        blocks[(start, stop)] = node.outputs[0]
-    keys = sorted(blocks)
+        reads.setdefault((start, stop), []).append(node.outputs[0])
+    keys = sorted(reads)
     if not keys or keys[0][0] != 0 or keys[-1][1] != dim:
         return None
     if any(a[1] != b[0] for a, b in zip(keys[:-1], keys[1:], strict=False)):
         return None
-    return [(k, blocks[k]) for k in keys]
+    return reads
 
 
 def batched_gradients(costs, xb, dim: int) -> list:
