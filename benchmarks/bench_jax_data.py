@@ -51,6 +51,7 @@ def worker(spec: dict) -> dict:
     import pymc as pm
 
     import pymc_crais.samplers.engine.compile as compile_mod
+    import pymc_crais.samplers.engine.model_graph as graph_mod
     from pymc_crais.samplers.engine.jax_data import DataCompiler
 
     if spec["compile"] == "constants":  # the data left as PyMC put them (the old path)
@@ -59,7 +60,7 @@ def worker(spec: dict) -> dict:
             def __init__(self, compile_kwargs, jax):
                 super().__init__(compile_kwargs, jax=False)
 
-        compile_mod.DataCompiler = Unlifted
+        graph_mod.DataCompiler = Unlifted
     jnp.zeros(1).block_until_ready()  # the XLA runtime, before anything is measured
     rec = dict(spec, rss_runtime_mb=rss_mb())
     n, d = int(spec["rows"]), 20

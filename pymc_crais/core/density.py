@@ -128,8 +128,8 @@ class BatchedDensity:
         A subclass may evaluate such groups more cheaply (by overriding
         ``_evaluate_grouped``): what depends only on the shared coordinates once a group (a
         matrix factorization, say), and no derivative with respect to them. By default the
-        points are evaluated one by one and the gradients' columns selected. Each point
-        counts as one evaluation.
+        points are evaluated in one call, with the whole gradient, and its columns selected.
+        Each point counts as one evaluation.
 
         Parameters
         ----------
@@ -148,11 +148,14 @@ class BatchedDensity:
         if points.ndim != 3 or points.shape[2] != self.dim:
             raise ValueError(f"points must have shape (M, k, {self.dim}), got {points.shape}")
         m, k, _ = points.shape
-        block = np.asarray(block, dtype=int)
+        block = np.asarray(block)
+        if block.ndim != 1 or (block.size and block.dtype.kind not in "iu"):
+            raise ValueError(f"block must be a 1-D array of coordinate indices, got {block!r}")
+        block = block.astype(int)
         out = self._evaluate_grouped(points, block)
         self.n_evals += m * k
         ev = self._sanitized(points.reshape(m * k, self.dim), out, True)
-        g0, g1 = ev.grad_log_q0.reshape(m, k, -1), ev.grad_delta.reshape(m, k, -1)
+        g0, g1 = (g.reshape(m, k, block.size) for g in (ev.grad_log_q0, ev.grad_delta))
         return Evaluation(ev.log_q0.reshape(m, k), ev.delta.reshape(m, k), g0, g1)
 
     def _evaluate_grouped(self, points: np.ndarray, block: np.ndarray) -> Evaluation:

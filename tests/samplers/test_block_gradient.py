@@ -178,3 +178,59 @@ def test_unique_rows_and_the_mapper_map_each_distinct_row_once():
         np.testing.assert_array_equal(out[name], val[[0, 1, 0, 2, 3, 3]])
         out[name][0] += 1.0  # each row its own memory
         assert not np.array_equal(out[name][0], out[name][2])
+
+
+def _split_latent():
+    """Two latent vectors with a hyperparameter between them in the coordinates (``a`` at
+    0:3, ``log ell`` at 3, ``v`` at 4:9), the second reaching the data through a Cholesky
+    factor of ``ell``'s kernel matrix; and a constant deterministic of 3 rows."""
+    x = np.linspace(0.0, 2.0, 5)
+    y = np.array([0.3, 0.1, -0.4, 0.2, 0.9])
+    with pm.Model() as model:
+        a = pm.Normal("a", 0.0, 1.0, shape=3)
+        ell = pm.Gamma("ell", 2.0, 1.0)
+        v = pm.Normal("v", 0.0, 1.0, shape=5)
+        k = pt.exp(-0.5 * (x[:, None] - x[None, :]) ** 2 / ell**2) + 1e-6 * np.eye(5)
+        f = pt.linalg.cholesky(k) @ v
+        pm.Deterministic("const", pt.as_tensor_variable(np.arange(6.0).reshape(3, 2)))
+        pm.Normal("y", f + a.sum(), 0.5, observed=y)
+    return model
+
+
+def test_latent_columns_on_both_sides_of_a_hyperparameter_keep_their_order():
+    model = _split_latent()
+    layout = parameter_layout(model)
+    latent = np.array([0, 1, 2, 4, 5, 6, 7, 8])
+    dens = compile_model_density(model)
+    assert add_block_gradient(model, dens, latent, {})
+    x = _points(model, 6).reshape(2, 3, -1)
+    x[:, :, 3] = x[:, :1, 3]
+    whole = dens.evaluate(x.reshape(6, -1), gradient=True)
+    part = dens.evaluate_grouped(x, latent)
+    np.testing.assert_allclose(part.delta.ravel(), whole.delta, rtol=1e-9)
+    np.testing.assert_allclose(part.grad_delta.reshape(6, -1), whole.grad_delta[:, latent],
+                               rtol=1e-7, atol=1e-9)  # fmt: skip
+    assert layout.dim == 9
+    empty = dens.evaluate_grouped(np.zeros((0, 3, 9)), latent)
+    assert empty.grad_delta.shape == (0, 3, 8)
+    with pytest.raises(ValueError, match="block"):
+        dens.evaluate_grouped(x, latent[None])
+
+
+def test_jax_takes_the_whole_gradient():
+    model = _gp()
+    layout, blocks = _latent(model)
+    dens = compile_model_density(model)
+    assert not add_block_gradient(model, dens, blocks.latent, {"mode": "JAX"})
+    assert dens.block_functions == {}
+
+
+def test_a_constant_deterministic_is_broadcast_whatever_the_distinct_rows():
+    """Three distinct rows and a constant deterministic of three rows: broadcast, not taken
+    for a batched output."""
+    model = _split_latent()
+    mapper = posterior_mapper(model, parameter_layout(model))
+    draws = _points(model, 3)
+    out = mapper(draws[[0, 1, 2, 0, 1]])
+    assert out["const"].shape == (5, 3, 2)
+    np.testing.assert_array_equal(out["const"][4], np.arange(6.0).reshape(3, 2))

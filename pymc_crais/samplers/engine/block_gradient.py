@@ -19,7 +19,8 @@ points): 1.4 µs a point against 80 µs for the whole gradient (Numba), its Newt
 (linear algebra, products of two matrices) than the block's, a property of the graph, not of a
 clock, so a run's bits do not depend on the machine's load; a model whose ``θ`` enters
 elementwise (random effects, state-space models, regressions) compiles nothing and evaluates
-its points one by one. A graph that does not vectorize over groups does the same.
+all the points with the whole gradient in one call; so does a graph that does not vectorize
+over groups, and the JAX back-end.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pytensor.tensor as pt
 
 from .compile import cached_on_model, initial_point_vector, model_scalar_graph
 from .gradients import batched_gradients, column_block_items, slice_reads
-from .model_graph import batched_model_graph, model_compilers
+from .model_graph import batched_model_graph, model_compilers, uses_jax
 from .reproducible import pytensor_lock
 from .rewrites import simplify_logp_graph
 from .staged import TwoStage
@@ -72,10 +73,14 @@ def add_block_gradient(model, density, block, compile_kwargs: dict, simplify: bo
 
     ``block`` must be a union of whole variables, in increasing order (a
     :class:`~pymc_crais.core.conditional_laplace.Blocks`' latent block); anything else is
-    left to the whole gradient. Compiled once per model and options.
+    left to the whole gradient. Compiled once per model and options; not on JAX (its calls
+    would change shape with every Newton step, each a compilation, and its batched chains
+    evaluate through a gate without it).
     """
     key = tuple(int(i) for i in np.asarray(block).ravel())
     if not getattr(density, "vectorized", False) or getattr(density, "_fn_grad", None) is None:
+        return False
+    if uses_jax(compile_kwargs):
         return False
     if key in density.block_functions:
         return True
@@ -93,6 +98,13 @@ def add_block_gradient(model, density, block, compile_kwargs: dict, simplify: bo
 
 
 def _compile(model, density, key: tuple, ckw: dict, simplify: bool):
+    try:
+        return _compile_grouped(model, density, key, ckw, simplify)
+    except Exception:  # a graph this cannot rebuild or vectorize: the whole gradient
+        return None
+
+
+def _compile_grouped(model, density, key: tuple, ckw: dict, simplify: bool):
     layout = density.layout
     (lp, ll), theta = model_scalar_graph(model, layout)
     pieces = slice_reads([lp, ll], theta, layout.dim)
@@ -103,23 +115,20 @@ def _compile(model, density, key: tuple, ckw: dict, simplify: bool):
         return None  # not whole variables in order
     if not _saves_matrix_work(lp, ll, theta, layout.dim, key, simplify):
         return None
-    try:
-        inputs, outputs = _grouped_graph(lp, ll, pieces, latent, simplify)
-        _, stages = model_compilers(ckw, simplify)
-        fn = stages.compile(inputs, outputs)
-        x0 = initial_point_vector(model, layout)
-        shared = np.setdiff1d(np.arange(layout.dim), np.array(key))
-        args = (x0[None, shared], np.tile(x0[np.array(key)], (1, 2, 1)))
-        if isinstance(fn, TwoStage):
-            try:
-                fn.first(*args)
-            except Exception:  # no Python implementation of some Op: Numba alone
-                fn = fn.then
-        if not isinstance(fn, TwoStage):
-            fn(*args)  # Numba's JIT here, once, not in every worker process
-        return fn
-    except Exception:  # a graph that does not vectorize over groups: the whole gradient
-        return None
+    inputs, outputs = _grouped_graph(lp, ll, pieces, latent, simplify)
+    _, stages = model_compilers(ckw, simplify)
+    fn = stages.compile(inputs, outputs)
+    x0 = initial_point_vector(model, layout)
+    shared = np.setdiff1d(np.arange(layout.dim), np.array(key))
+    args = (x0[None, shared], np.tile(x0[np.array(key)], (1, 2, 1)))
+    if isinstance(fn, TwoStage):
+        try:
+            fn.first(*args)
+        except Exception:  # no Python implementation of some Op: Numba alone
+            fn = fn.then
+    if not isinstance(fn, TwoStage):
+        fn(*args)  # Numba's JIT here, once, not in every worker process
+    return fn
 
 
 def _saves_matrix_work(lp, ll, theta, dim: int, key: tuple, simplify: bool) -> bool:

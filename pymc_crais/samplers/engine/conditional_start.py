@@ -28,17 +28,16 @@ The run then has one stage: its chains draw from the proposal (each ``θ`` draw 
 importance-sampling estimate, its error the weights' (a family per ``θ`` draw).
 
 The copies ``c``: the pilots draw :data:`COPIES` per ``θ``; a Newton run costs ``c_H + 1``
-gradients a step (``c_H`` the Hessian's colours, :mod:`pymc_crais.core.latent_hessian`), a copy
-one evaluation. Where the kept pilot is light-tailed (k̂ ≤ :data:`TRUST_KHAT`),
-its split of the weights' variance (the part ``θ`` decides, the part copies average out:
-:mod:`pymc_crais.core.families`) gives the most copies up to :data:`MAX_COPIES` predicted to
-meet ``target_mcse`` (down to :data:`MIN_COPIES` only where :data:`COPIES` miss it). The same
-prediction skips a refit pilot or a second split that would cost more than it could save
-(:meth:`_Target.saving`). Each ``θ`` draw gets one copy where the Newton runs have a gradient of
-their own, cheaper than the model's (:mod:`~pymc_crais.samplers.engine.block_gradient`: a latent
-GP; the whole-gradient moves at ``τ = 1`` that break up families, up to
-:data:`CONDITIONAL_MAX_MCMC_STEPS`, then cost more than the Newton runs), and where the start is
-kept, where the Laplace fit failed, on a refit after a first pilot heavier than :data:`KHAT`.
+gradients a step (``c_H`` the Hessian's colours, :mod:`pymc_crais.core.latent_hessian`), a copy one
+evaluation. Where the kept pilot is light-tailed (k̂ ≤ :data:`TRUST_KHAT`), its split of the
+weights' variance (the part ``θ`` decides, the part copies average out:
+:mod:`pymc_crais.core.families`) gives the most copies up to :data:`MAX_COPIES` predicted to meet
+``target_mcse`` (down to :data:`MIN_COPIES` only where :data:`COPIES` miss it). The same prediction
+skips a refit pilot or a second split that would cost more than it could save
+(:meth:`_Target.saving`). One copy a ``θ`` where the Newton runs have their own gradient
+(:mod:`~pymc_crais.samplers.engine.block_gradient`: a latent GP, whose families' moves at ``τ = 1``
+would cost more) and, the Laplace fit having failed, where the start rests on a refit after a first
+pilot above :data:`KHAT`.
 
 Which coordinates are latent: those of the continuous free variables with no value transform
 and more than one element (random effects, states, coefficients, a GP's values); the others
@@ -191,11 +190,10 @@ class _Target:
 
     def copies(self, k: float, split: tuple[float, float], first_k: float = -np.inf) -> int:
         """The run's copies per ``θ`` for a pilot with family k̂ ``k`` and ``(B, W)``; one
-        where the Newton runs have their own cheaper gradient (``one_copy``), and where the
-        Laplace fit failed (``no_fit``: the start is kept whatever its prediction) after a
-        first pilot's k̂ ``first_k`` above :data:`KHAT` (the kept proposal is a refit whose
-        tails rest on one pilot; the error is θ's, which copies do not average: the AR(1)'s
-        MCSE 0.078–0.120 at 2 copies, at most 0.044 at one over 17 seeds)."""
+        with ``one_copy``, and where the Laplace fit failed (``no_fit``: the start is kept
+        whatever its prediction) after a first pilot's k̂ ``first_k`` above :data:`KHAT` (a
+        refit whose tails rest on one pilot; the error is θ's, which copies do not average:
+        the AR(1)'s MCSE 0.078–0.120 at 2 copies, at most 0.044 at one over 17 seeds)."""
         if self.one_copy or (self.no_fit and not first_k <= KHAT):
             return 1
         if not k <= TRUST_KHAT or not np.all(np.isfinite(split)):
@@ -220,6 +218,8 @@ class _Target:
             return float("inf")
         if self.predicted(split, self.copies(k, split)) > self.mcse:
             return float("inf")
+        if self.one_copy:  # one copy whatever the pilot: no Newton runs to save
+            return 0.0
         fewest = self.draws // family_size(self.draws, MAX_COPIES)
         now = self.draws // self.copies(k, split)
         return float(self.chains * (now - fewest) * newton_evals)

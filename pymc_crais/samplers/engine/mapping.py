@@ -51,9 +51,12 @@ class PosteriorMapper:
         # called once a chain: no code generation (few_calls_compile_kwargs)
         ckw = few_calls_compile_kwargs(resolve_compile_kwargs(None, compile_kwargs))
         self.vectorized = True
+        self._batched = [True] * len(self.names)
         try:
             xb = pt.matrix("theta_batch", dtype="float64")
             bouts = vectorize_graph(outs, replace={theta: xb})
+            # an output that does not depend on the particles keeps its core shape: broadcast
+            self._batched = [b.ndim == o.ndim + 1 for b, o in zip(bouts, outs, strict=True)]
             self._fn = compile_function([xb], bouts, ckw)
         except Exception as err:
             warnings.warn(
@@ -76,9 +79,10 @@ class PosteriorMapper:
             rows = [self._fn(row) for row in x]
             values = [np.stack([r[i] for r in rows]) for i in range(len(self.names))]
         out = {}
-        for name, dtype, val in zip(self.names, self.dtypes, values, strict=True):
+        for name, dtype, val, batched in zip(self.names, self.dtypes, values, self._batched,
+                                             strict=True):  # fmt: skip
             val = np.asarray(val)
-            if val.shape[:1] != (x.shape[0],):  # a constant deterministic: broadcast
+            if not batched:  # a constant deterministic: broadcast
                 val = np.broadcast_to(val, (x.shape[0], *val.shape))
             if np.dtype(dtype).kind in "iub":
                 val = np.round(val).astype(dtype)
