@@ -234,3 +234,18 @@ def test_a_constant_deterministic_is_broadcast_whatever_the_distinct_rows():
     out = mapper(draws[[0, 1, 2, 0, 1]])
     assert out["const"].shape == (5, 3, 2)
     np.testing.assert_array_equal(out["const"][4], np.arange(6.0).reshape(3, 2))
+
+
+@pytest.mark.slow
+def test_same_bits_whatever_the_cores_with_the_grouped_function():
+    """Chains in worker processes unpickle the grouped function: the same bits as in one."""
+    model = _gp()
+    out = []
+    for cores in (1, 2):
+        idata = pmc.sample_smc(model=model, random_seed=3, chains=2, draws=200, cores=cores,
+                               progressbar=False)  # fmt: skip
+        assert idata["sample_stats"].attrs["init_conditional_block_gradient"]
+        out.append((idata["sample_stats"]["log_marginal_likelihood"].values,
+                    idata["posterior"]["f"].values))  # fmt: skip
+    for a, b in zip(*out, strict=True):
+        np.testing.assert_array_equal(a, b)
