@@ -84,17 +84,26 @@ def add_block_gradient(model, density, block, compile_kwargs: dict, simplify: bo
         return False
     if key in density.block_functions:
         return True
+    ckw = dict(compile_kwargs)
     with pytensor_lock():
-        fn = cached_on_model(
-            model, dict(compile_kwargs), ("grouped_gradient", key, simplify),
-            lambda: _compile(model, density, key, dict(compile_kwargs), simplify),
-        )  # fmt: skip
+        # no matrix work in the density, none in its gradient: nothing to compile (one look
+        # a model, not a batched graph and its gradients a split)
+        if not cached_on_model(model, ckw, ("matrix_work",),
+                               lambda: _has_matrix_work(model, density.layout)):  # fmt: skip
+            return False
+        fn = cached_on_model(model, ckw, ("grouped_gradient", key, simplify),
+                             lambda: _compile(model, density, key, ckw, simplify))  # fmt: skip
     if fn is None:
         return False
     if isinstance(fn, TwoStage) and density.numpy_cost is None:
         fn = fn.then  # the density has no NumPy stage to account for
     density.block_functions = {**density.block_functions, key: fn}
     return True
+
+
+def _has_matrix_work(model, layout) -> bool:
+    (lp, ll), theta = model_scalar_graph(model, layout)
+    return matrix_nodes([theta], [lp, ll]) > 0
 
 
 def _compile(model, density, key: tuple, ckw: dict, simplify: bool):
