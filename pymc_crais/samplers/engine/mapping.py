@@ -82,11 +82,14 @@ class PosteriorMapper:
         for name, dtype, val, batched in zip(self.names, self.dtypes, values, self._batched,
                                              strict=True):  # fmt: skip
             val = np.asarray(val)
-            if not batched:  # a constant deterministic: broadcast
+            if not batched:  # a constant deterministic: broadcast, into memory of its own
                 val = np.broadcast_to(val, (x.shape[0], *val.shape))
+                val = val if inverse is not None else val.copy()
+            if inverse is not None:
+                val = val[inverse]  # (a copy)
             if np.dtype(dtype).kind in "iub":
                 val = np.round(val).astype(dtype)
-            out[name] = np.array(val if inverse is None else val[inverse])
+            out[name] = val
         return out
 
 
