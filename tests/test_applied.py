@@ -100,6 +100,30 @@ def test_sample_smc_defaults_right_on_bugs_normal_model():
     assert abs(lz - inst.log_z) < 3 * se + 0.01, (lz, se, inst.log_z)
 
 
+def test_bugs_oneway_neck_mode_is_not_a_second_mode():
+    """Issue 30, item 3: the centred one-way model with Gamma(0.001, 0.001) precisions has a
+    second mode of its joint density, the funnel's neck (every group effect at the mean,
+    τ_a ≈ 5000), whose Laplace mass is 12 nats below the mode holding the posterior. At seed
+    16 the mode search finds both; the run starts at the main mode alone (before: a mixture
+    start, right but flagged for modes and mixing, 7 s; now about 2 s, unflagged)."""
+    import warnings
+
+    import pymc_crais as pmc
+    from pymc_crais.warnings import UnreliableEvidenceWarning
+
+    inst = get_case("applied_bugs_oneway").build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreliableEvidenceWarning)
+        idata = pmc.sample_smc(model=inst.model, random_seed=16, chains=4, cores=1,
+                               progressbar=False)  # fmt: skip
+    attrs = idata["sample_stats"].attrs
+    assert attrs["init_n_modes_found"] == 2 and attrs["init_n_modes"] == 1
+    assert "negligible share" in attrs["init_reason"]
+    lz, se = pmc.log_marginal_likelihood(idata)
+    assert se <= 0.05
+    assert abs(lz - inst.log_z) < 3 * se + 0.01, (lz, se, inst.log_z)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [17, 18])
 def test_the_ar1_start_is_kept_with_one_copy_after_a_heavy_first_pilot(seed):

@@ -90,6 +90,31 @@ def test_mirror_modes_are_told_apart_in_their_own_metric(monkeypatch):
 
 
 @pytest.mark.parametrize(
+    ("masses", "expected"),
+    [((-139.0, -151.1), 0), ((-151.1, -139.0), 1), ((-5.4, -6.2), None),
+     ((-1.0, -12.0, -10.5), None), ((-1.0, -12.0, -11.5), 0), ((-3.0,), 0), ((), None)],
+)
+def test_dominant_mode_needs_every_other_mode_more_than_mode_minor_below(masses, expected):
+    """One mode started alone only when every other found mode's Laplace mass is more than
+    MODE_MINOR (10) nats below its own; equal copies (label switching) or a mode within 10
+    nats keep the mixture start."""
+
+    class Fit:
+        def __init__(self, m):
+            self.m = m
+
+        def log_evidence(self):
+            return self.m
+
+    fits = [Fit(m) for m in masses]
+    main, note = init_auto.dominant_mode(fits)
+    if expected is None:
+        assert main is None and note == ""
+    else:
+        assert main is fits[expected] and "negligible share" in note
+
+
+@pytest.mark.parametrize(
     ("counts", "flagged"),
     [((2.0, None), True), ((1.0, 3), True), ((np.nan, None), False), ((1.0, 1), False)],
 )

@@ -41,6 +41,7 @@ __all__ = [
     "MAX_MODES",
     "MODES_DEFENSIVE_WEIGHT",
     "MODES_KHAT",
+    "MODE_MINOR",
     "MODE_NEGLIGIBLE",
     "MODE_SEPARATION",
     "MORE_STARTS",
@@ -52,6 +53,7 @@ __all__ = [
     "AutoChoice",
     "choose_initial",
     "defensive_start",
+    "dominant_mode",
     "fit_problems",
     "mode_fits",
     "mode_mixture",
@@ -101,6 +103,14 @@ MODE_SEPARATION = 3.0
 """Whitened distance, in a fitted mode's own metric, within which an end is that mode."""
 MODE_NEGLIGIBLE = 20.0
 """Nats below the largest Laplace mass beyond which a fitted mode gets no component."""
+MODE_MINOR = 10.0
+"""Nats of Laplace mass by which one mode must exceed every other found for the posterior
+to be started as unimodal, at that mode (no mixture, no ``modes`` flag). The others then
+hold at most ``e^-10`` (4.5e-5) of the mass by their Laplace approximation, and under 1 %
+even if it understates their mass 200-fold: less than 0.01 nat of ``log Z``. A centred
+hierarchical model with Gamma(0.001, 0.001) precisions has such a mode: the funnel's neck,
+where every group effect equals the mean (``applied_bugs_oneway``: 12 nats below the
+mode that holds the posterior)."""
 MODES_DEFENSIVE_WEIGHT = 0.5
 """The prior's share of the mode-mixture start."""
 MODES_KHAT = KHAT_THRESHOLD
@@ -244,34 +254,44 @@ def choose_initial(
         search = search_modes(model_density, starts, fit, maxiter=START_MAXITER)
     attrs["init_n_modes"] = search.n_modes
     attrs["init_mode_starts"] = len(starts)
+    minor = ""
     if search.n_modes > 1:
         found = f"{search.n_modes} distinct modes found from {len(starts)} starts"
         if not at_modes:
             return done("prior", found)
-        q0, start, why = mode_mixture(model_density, search, fit, prior, rng, attrs)
-        if q0 is None:
-            return done("prior", f"{found}; {why}")
-        return done("modes", f"{found}; {why}", q0, start)
-    if search.max_gain > GAIN_TOL:
+        fits, why = mode_fits(model_density, search.ends, search.end_log_densities, fit)
+        main, minor = dominant_mode(fits)
+        if main is None:
+            q0, start, why = mode_mixture(model_density, fits, why, prior, rng, attrs)
+            if q0 is None:
+                return done("prior", f"{found}; {why}")
+            return done("modes", f"{found}; {why}", q0, start)
+        # one mode holds all but a negligible share: the start of a unimodal posterior
+        attrs.update(init_n_modes=1, init_n_modes_found=search.n_modes)
+        minor = f"{found}, {minor}; "
+        fit = main
+        t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)
+        wide = StudentTInitial(fit.mode, fit.cov * (SCALE * WIDEN) ** 2, df=WIDE_DF)
+    elif search.max_gain > GAIN_TOL:
         return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
                     "above the fitted mode (several modes)")  # fmt: skip
     k_t = pilot_khat(model_density, t, rng, N_PILOT)
     attrs["init_pareto_k"] = k_t
     if k_t <= KHAT_THRESHOLD:
-        return done("laplace", f"the Student-t's pilot weights have k̂ {k_t:.2f} <= 0.7", t)
+        return done("laplace", f"{minor}the Student-t's pilot weights have k̂ {k_t:.2f} <= 0.7", t)
     k_w = pilot_khat(model_density, wide, rng, N_PILOT)
     attrs["init_pareto_k_wide"] = k_w
     if k_w <= KHAT_THRESHOLD:
-        return done("laplace_wide", f"the Student-t's k̂ is {k_t:.2f}; widened: {k_w:.2f} <= 0.7", wide)
+        return done("laplace_wide", f"{minor}the Student-t's k̂ is {k_t:.2f}; widened: {k_w:.2f} <= 0.7", wide)
     x = prior.draw(rng, N_PILOT)
     k_p = khat(_values(model_density, x).delta)
     attrs["init_pareto_k_prior"] = k_p
     ks = f"k̂ {k_t:.2f} (Student-t), {k_w:.2f} (widened), {k_p:.2f} (prior)"
     if k_p <= min(k_t, k_w):
-        return done("prior", f"the prior's pilot weights have the smallest {ks}")
+        return done("prior", f"{minor}the prior's pilot weights have the smallest {ks}")
     if k_t <= k_w:
-        return done("laplace", f"the Student-t's pilot weights have the smallest {ks}", t)
-    return done("laplace_wide", f"the widened Student-t's pilot weights have the smallest {ks}", wide)
+        return done("laplace", f"{minor}the Student-t's pilot weights have the smallest {ks}", t)
+    return done("laplace_wide", f"{minor}the widened Student-t's pilot weights have the smallest {ks}", wide)
 
 
 
@@ -317,14 +337,30 @@ def mode_fits(model_density, ends, log_densities, first_fit=None):
     return [f for f, m in zip(fits, masses) if m >= masses.max() - MODE_NEGLIGIBLE], ""
 
 
-def mode_mixture(model_density, search, fit, prior, rng, attrs):
+def dominant_mode(fits):
+    """``(fit, note)``: the fit of the one mode whose Laplace mass exceeds every other's by
+    more than :data:`MODE_MINOR` nats, or ``(None, "")`` when there is no such mode (or no
+    fits: :func:`mode_fits` failed)."""
+    if not fits:
+        return None, ""
+    masses = np.array([f.log_evidence() for f in fits])
+    top = int(np.argmax(masses))
+    gaps = np.delete(masses[top] - masses, top)
+    if gaps.size and not np.all(gaps > MODE_MINOR):
+        return None, ""
+    others = (f"the others' Laplace masses {gaps.min():.1f} nats or more below" if gaps.size
+              else f"the others one of them refitted, or over {MODE_NEGLIGIBLE:.0f} nats below")
+    return fits[top], f"one holding all but a negligible share ({others}): one mode started"
+
+
+def mode_mixture(model_density, fits, why, prior, rng, attrs):
     """The mode-mixture start (:mod:`pymc_crais.core.mode_mixture`) for the modes a search
     found: ``(q0, (density, draw), why)``, ``q0`` ``None`` when the prior stays. A Student-t at each of
-    :func:`mode_fits`, weighted by :func:`~pymc_crais.core.mode_mixture.mode_weights`; kept
+    the fits of :func:`mode_fits` (``fits`` and ``why``, its result), weighted by
+    :func:`~pymc_crais.core.mode_mixture.mode_weights`; kept
     if the weights of :data:`N_PILOT` draws of its defensive mixture with the prior
     (:data:`MODES_DEFENSIVE_WEIGHT`) have Pareto k̂ at most :data:`MODES_KHAT` (a mode the
     search missed shows there when the prior's draws reach it)."""
-    fits, why = mode_fits(model_density, search.ends, search.end_log_densities, fit)
     if fits is None:
         return None, None, f"{why}: the prior"
     attrs["init_n_modes_fitted"] = len(fits)
