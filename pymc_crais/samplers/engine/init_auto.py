@@ -9,7 +9,9 @@ order, each step only when the previous ones passed:
    no coordinate beyond :data:`MAX_ABS_COORDINATE`) — else the prior;
 2. a mode search: short L-BFGS runs from :data:`N_STARTS` prior draws; a second distinct
    mode means a Student-t at each mode found, mixed with the prior (:func:`mode_mixture`,
-   if its pilot weights allow, else the prior); a higher density than the fit's mode means
+   if its pilot weights allow, else the prior), unless one mode's Laplace mass exceeds every
+   other's by :data:`MODE_MINOR` nats (:func:`dominant_mode`: step 3 at that mode, as for one
+   mode); a higher density than the fit's mode means
    the prior (the first :data:`N_STARTS_STREAM` draws come from the run's generator, the
    others from a child generator, so the draws after the search are those of the 8-start
    search; where the 32 starts saw one mode cheaply, :data:`MORE_STARTS` more);
@@ -282,7 +284,8 @@ def choose_initial(
     k_w = pilot_khat(model_density, wide, rng, N_PILOT)
     attrs["init_pareto_k_wide"] = k_w
     if k_w <= KHAT_THRESHOLD:
-        return done("laplace_wide", f"{minor}the Student-t's k̂ is {k_t:.2f}; widened: {k_w:.2f} <= 0.7", wide)
+        why = f"{minor}the Student-t's k̂ is {k_t:.2f}; widened: {k_w:.2f} <= 0.7"
+        return done("laplace_wide", why, wide)
     x = prior.draw(rng, N_PILOT)
     k_p = khat(_values(model_density, x).delta)
     attrs["init_pareto_k_prior"] = k_p
@@ -291,7 +294,8 @@ def choose_initial(
         return done("prior", f"{minor}the prior's pilot weights have the smallest {ks}")
     if k_t <= k_w:
         return done("laplace", f"{minor}the Student-t's pilot weights have the smallest {ks}", t)
-    return done("laplace_wide", f"{minor}the widened Student-t's pilot weights have the smallest {ks}", wide)
+    why = f"{minor}the widened Student-t's pilot weights have the smallest {ks}"
+    return done("laplace_wide", why, wide)
 
 
 
@@ -355,8 +359,8 @@ def dominant_mode(fits):
 
 def mode_mixture(model_density, fits, why, prior, rng, attrs):
     """The mode-mixture start (:mod:`pymc_crais.core.mode_mixture`) for the modes a search
-    found: ``(q0, (density, draw), why)``, ``q0`` ``None`` when the prior stays. A Student-t at each of
-    the fits of :func:`mode_fits` (``fits`` and ``why``, its result), weighted by
+    found: ``(q0, (density, draw), why)``, ``q0`` ``None`` when the prior stays. A Student-t
+    at each of the fits of :func:`mode_fits` (``fits`` and ``why``, its result), weighted by
     :func:`~pymc_crais.core.mode_mixture.mode_weights`; kept
     if the weights of :data:`N_PILOT` draws of its defensive mixture with the prior
     (:data:`MODES_DEFENSIVE_WEIGHT`) have Pareto k̂ at most :data:`MODES_KHAT` (a mode the
