@@ -253,10 +253,13 @@ def plan_smc(
     }
     n_annealed = 0
     conditional = annealed = False
-    # the starts below and the ESS rule's one-stage test: not CR-SMC, the plain geometric path
-    plain = not is_cr and path == "geometric" and not persistent and float(alpha) == 0.0
-    if plain:
-        if st.tries_conditional_start():
+    geometric = path == "geometric" and not persistent and float(alpha) == 0.0
+    plain = geometric and not is_cr  # the ESS rule's one-stage test is not CR-SMC's
+    cr_auto = is_cr and n_steps is None and is_auto(delta)  # CR-SMC sizing its own run
+    # the starts below: the ESS rule's and CR-SMC's (pm.sample_smc(kernel=pmc.CRSMC) starts
+    # where pmc.sample_smc() starts)
+    if plain or (geometric and cr_auto):
+        if st.tries_conditional_start() or (cr_auto and st.conditional_start):
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start,
             # beside a Laplace fit only where its pilot predicts the target error
             target = st.target_mcse or DEFAULT_TARGET_MCSE
@@ -277,7 +280,7 @@ def plan_smc(
         plain and not (conditional or annealed) and max_step is None and min_step is None
         and (st.default_ess or (schedule.adaptive and st.target_mcse is not None))
     )
-    if (is_cr and n_steps is None and is_auto(delta)) or ess_one_step:
+    if (cr_auto and not (conditional or annealed)) or ess_one_step:
         # CR-SMC's default: one stage when the start's weights already meet the target
         target = DEFAULT_TARGET_MCSE if st.target_mcse is None else st.target_mcse
         start = start_length_point(setup)
