@@ -103,9 +103,10 @@ def test_sample_smc_defaults_right_on_bugs_normal_model():
 def test_bugs_oneway_neck_mode_is_not_a_second_mode():
     """Issue 30, item 3: the centred one-way model with Gamma(0.001, 0.001) precisions has a
     second mode of its joint density, the funnel's neck (every group effect at the mean,
-    τ_a ≈ 5000), whose Laplace mass is 12 nats below the mode holding the posterior. At seed
-    16 the mode search finds both; the run starts at the main mode alone (before: a mixture
-    start, right but flagged for modes and mixing, 7 s; now about 2 s, unflagged)."""
+    τ_a ≈ 5000), whose Laplace mass is 12 nats below the mode holding the posterior and whose
+    share the mixture start's pilot measures at 6e-5. At seed 16 the mode search finds both;
+    the run starts at the main mode alone (before: a mixture start, right but flagged for
+    modes and mixing, 7 s; now about 2 s, unflagged)."""
     import warnings
 
     import pymc_crais as pmc
@@ -117,8 +118,9 @@ def test_bugs_oneway_neck_mode_is_not_a_second_mode():
         idata = pmc.sample_smc(model=inst.model, random_seed=16, chains=4, cores=1,
                                progressbar=False)  # fmt: skip
     attrs = idata["sample_stats"].attrs
-    assert attrs["init_n_modes_found"] == 2 and attrs["init_n_modes"] == 1
-    assert "negligible share" in attrs["init_reason"]
+    assert attrs.get("init_n_modes_found") == 2, attrs.get("init_reason")  # both modes found
+    assert attrs["init_n_modes"] == 1 and attrs["init_minor_modes"] == 1
+    assert attrs["init_minor_modes_share"] < 0.01 and "negligible share" in attrs["init_reason"]
     lz, se = pmc.log_marginal_likelihood(idata)
     assert se <= 0.05
     assert abs(lz - inst.log_z) < 3 * se + 0.01, (lz, se, inst.log_z)

@@ -100,7 +100,7 @@ def sample_smc(
         ``threshold`` without ``n_steps`` (the CESS rule, or another threshold, only when
         ``target_mcse`` is given), with the geometric path, ``alpha=0``, no
         ``max_step``/``min_step``, no persistent sampling and where neither the conditional
-        nor the annealed start was tried; its posterior refit check flags rather than
+        nor the annealed start was tried (for CR-SMC too); its posterior refit check flags rather than
         restarts; it also sizes the conditional start's copies); ``resample``
         (``"always"`` default for ESS/CESS and fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
@@ -131,15 +131,16 @@ def sample_smc(
         is the chains' spread only, NaN with a warning below 4 chains; see
         docs/algorithms.md, "Persistent sampling"); ``init``
         (default ``"auto"``, see :func:`pymc_crais.sample_ais`; where it falls back to the
-        prior because the Laplace fit failed, with the ESS schedule, the geometric path and
-        no persistent sampling, two SMC chains of ``draws/4`` particles (at most 10
+        prior because the Laplace fit failed, with the ESS schedule (or CR-SMC without
+        ``n_steps`` and ``delta``), the geometric path and no persistent sampling, two SMC chains of ``draws/4`` particles (at most 10
         transitions a stage) run from the prior first and, when they take at least 8
         stages, a Student-t fitted to them (correlations shrunk) mixed half
         and half with the prior is the start if its weights' k̂ is below 1:
         ``init_choice == "annealed"``, docs/algorithms.md, "The annealed start"),
         ``init_kwargs``; ``conditional_start`` (default ``True``: where ``init="auto"``
         found no usable Laplace fit, or one with heavy-tailed weights, and the model has a
-        latent block given a few hyperparameters, with the default ESS schedule, the run may
+        latent block given a few hyperparameters, with the default ESS schedule (or CR-SMC
+        without ``n_steps`` and ``delta``), the run may
         be one importance stage from the conditional-Laplace start — beside a Laplace fit
         only where its pilot predicts ``target_mcse`` — ``init_choice ==
         "conditional_laplace"``, docs/algorithms.md, "The conditional-Laplace start";

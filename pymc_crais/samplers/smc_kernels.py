@@ -319,7 +319,8 @@ class CRSMC(_PlannedKernel):
     al. 2023); δ comes from a pilot so that a chain has about ``n_steps`` stages (default
     100), and the particles are resampled when their ESS falls below 0.9 N. By default it
     starts where :func:`pymc_crais.sample_smc` starts (on latent-Gaussian models the
-    conditional-Laplace start, one importance stage), and a start whose importance weights
+    conditional-Laplace start, one importance stage; where the Laplace fit failed, the
+    annealed start), and a start whose importance weights
     already meet ``target_mcse`` (0.02 nats, pooled over the chains ``pm.sample_smc`` runs)
     is one stage. A stage that resampled moves the particles until they decorrelate; one that
     kept its weights makes one transition (``idle_mcmc_steps``).

@@ -242,7 +242,9 @@ def test_cr_smc_takes_the_start_where_it_sizes_its_own_run(centred):
     for chosen in ({"n_steps": 20}, {"delta": 0.5}):
         res = pmc.sample_smc(model=centred.model, draws=200, chains=1, cores=1, random_seed=1,
                              progressbar=False, schedule="constant_rate", **chosen)  # fmt: skip
-        assert "init_conditional_reason" not in res["sample_stats"].attrs  # not tried
+        attrs = res["sample_stats"].attrs
+        assert "init_conditional_reason" not in attrs  # not tried
+        assert "n_logp_evals_conditional_start" not in attrs and attrs["schedule"] == "constant_rate"
 
 
 def test_batched_chains_with_jax_draw_from_the_start(centred):

@@ -90,14 +90,22 @@ def test_mirror_modes_are_told_apart_in_their_own_metric(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("masses", "expected"),
-    [((-139.0, -151.1), 0), ((-151.1, -139.0), 1), ((-5.4, -6.2), None),
-     ((-1.0, -12.0, -10.5), None), ((-1.0, -12.0, -11.5), 0), ((-3.0,), 0), ((), None)],
+    ("masses", "shares", "expected"),
+    [((-139.0, -151.1), (0.99, 6e-5), 0), ((-151.1, -139.0), (7e-4, 0.99), 1),
+     ((-5.4, -6.2), (0.6, 0.4), None),  # comparable modes (label switching)
+     ((-1.0, -12.0, -10.5), (0.9, 1e-4, 1e-4), None),  # one within 10 nats
+     ((-1.0, -11.0), (0.9, 0.02), None),  # Laplace says minor, the pilot measures 2 %
+     ((-1.0, -12.0, -11.5), (0.99, 0.006, 0.006), None),  # 1.2 % together
+     ((-1.0, -12.0, -11.5), (0.99, 1e-3, 1e-3), 0),
+     ((-1.0, -11.0), (0.9, np.nan), None), ((-1.0, -11.0), None, None),
+     ((-1.0, -11.0), (1.0,), None), ((-3.0,), (1.0,), None), ((), (), None)],
 )
-def test_dominant_mode_needs_every_other_mode_more_than_mode_minor_below(masses, expected):
+def test_dominant_mode_needs_a_laplace_gap_and_a_measured_share(masses, shares, expected):
     """One mode started alone only when every other found mode's Laplace mass is more than
-    MODE_MINOR (10) nats below its own; equal copies (label switching) or a mode within 10
-    nats keep the mixture start."""
+    MODE_MINOR (10) nats below its own and the pilot measures the others' shares at less than
+    MODE_MINOR_SHARE (1 %) in all; equal copies, a mode within 10 nats, a measured share
+    (or none), or a single fit keep the old rule."""
+    from pymc_crais.core.mode_mixture import dominant_mode
 
     class Fit:
         def __init__(self, m):
@@ -107,11 +115,28 @@ def test_dominant_mode_needs_every_other_mode_more_than_mode_minor_below(masses,
             return self.m
 
     fits = [Fit(m) for m in masses]
-    main, note = init_auto.dominant_mode(fits)
+    main, note = dominant_mode(fits, shares)
     if expected is None:
         assert main is None and note == ""
     else:
         assert main is fits[expected] and "negligible share" in note
+
+
+def test_component_shares_measure_each_modes_mass():
+    """Draws of a defensive mixture of two Student-ts (weights 0.5, 0.5) against a target
+    with 99 % of its mass at the first mode: the pilot's shares come out near (0.99, 0.01)."""
+    from pymc_crais.core.initial import StudentTInitial
+    from pymc_crais.core.mode_mixture import StudentTMixture, component_shares
+
+    rng = np.random.default_rng(0)
+    a, b = (StudentTInitial(np.full(2, m), np.eye(2), df=5.0) for m in (-4.0, 4.0))
+    mix = StudentTMixture((a, b), np.array([0.5, 0.5]))
+    x = mix.draw(rng, 4000)
+    log_q = mix.logpdf(x)  # no defensive part: scale 1
+    log_p = np.logaddexp(np.log(0.99) + a.logpdf(x), np.log(0.01) + b.logpdf(x))
+    shares = component_shares(mix, x, log_q, log_p - log_q)
+    assert shares == pytest.approx([0.99, 0.01], abs=0.005)
+    assert np.isnan(component_shares(mix, x, log_q, np.full(len(x), -np.inf))).all()
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ order, each step only when the previous ones passed:
 2. a mode search: short L-BFGS runs from :data:`N_STARTS` prior draws; a second distinct
    mode means a Student-t at each mode found, mixed with the prior (:func:`mode_mixture`,
    if its pilot weights allow, else the prior), unless one mode's Laplace mass exceeds every
-   other's by :data:`MODE_MINOR` nats (:func:`dominant_mode`: step 3 at that mode, as for one
-   mode); a higher density than the fit's mode means
+   other's by more than ``MODE_MINOR`` nats and that pilot measures their shares at less
+   than ``MODE_MINOR_SHARE`` in all (:func:`~pymc_crais.core.mode_mixture.dominant_mode`:
+   step 3 at that mode); a higher density than the fit's mode means
    the prior (the first :data:`N_STARTS_STREAM` draws come from the run's generator, the
    others from a child generator, so the draws after the search are those of the 8-start
    search; where the 32 starts saw one mode cheaply, :data:`MORE_STARTS` more);
@@ -34,7 +35,12 @@ from scipy.linalg import solve_triangular
 
 from ...core.defensive import DefensiveDraw, DefensiveMixtureDensity
 from ...core.initial import StudentTInitial, laplace_fit, slope_problem
-from ...core.mode_mixture import StudentTMixture, mode_weights
+from ...core.mode_mixture import (
+    StudentTMixture,
+    component_shares,
+    dominant_mode,
+    mode_weights,
+)
 from ...core.mode_search import search_modes
 from ...tail_stats import KHAT_THRESHOLD, pareto_khat
 
@@ -43,7 +49,6 @@ __all__ = [
     "MAX_MODES",
     "MODES_DEFENSIVE_WEIGHT",
     "MODES_KHAT",
-    "MODE_MINOR",
     "MODE_NEGLIGIBLE",
     "MODE_SEPARATION",
     "MORE_STARTS",
@@ -55,7 +60,6 @@ __all__ = [
     "AutoChoice",
     "choose_initial",
     "defensive_start",
-    "dominant_mode",
     "fit_problems",
     "mode_fits",
     "mode_mixture",
@@ -105,14 +109,6 @@ MODE_SEPARATION = 3.0
 """Whitened distance, in a fitted mode's own metric, within which an end is that mode."""
 MODE_NEGLIGIBLE = 20.0
 """Nats below the largest Laplace mass beyond which a fitted mode gets no component."""
-MODE_MINOR = 10.0
-"""Nats of Laplace mass by which one mode must exceed every other found for the posterior
-to be started as unimodal, at that mode (no mixture, no ``modes`` flag). The others then
-hold at most ``e^-10`` (4.5e-5) of the mass by their Laplace approximation, and under 1 %
-even if it understates their mass 200-fold: less than 0.01 nat of ``log Z``. A centred
-hierarchical model with Gamma(0.001, 0.001) precisions has such a mode: the funnel's neck,
-where every group effect equals the mean (``applied_bugs_oneway``: 12 nats below the
-mode that holds the posterior)."""
 MODES_DEFENSIVE_WEIGHT = 0.5
 """The prior's share of the mode-mixture start."""
 MODES_KHAT = KHAT_THRESHOLD
@@ -262,14 +258,20 @@ def choose_initial(
         if not at_modes:
             return done("prior", found)
         fits, why = mode_fits(model_density, search.ends, search.end_log_densities, fit)
-        main, minor = dominant_mode(fits)
+        q0, start, why, shares = mode_mixture(model_density, fits, why, prior, rng, attrs)
+        # (shares measured by a pilot whose weights passed its k̂ test only)
+        main, minor = dominant_mode(fits, None if q0 is None else shares)
         if main is None:
-            q0, start, why = mode_mixture(model_density, fits, why, prior, rng, attrs)
             if q0 is None:
                 return done("prior", f"{found}; {why}")
             return done("modes", f"{found}; {why}", q0, start)
-        # one mode holds all but a negligible share: the start of a unimodal posterior
-        attrs.update(init_n_modes=1, init_n_modes_found=search.n_modes)
+        # one mode holds all but a negligible share: the start of a unimodal posterior, at it
+        n_fitted = attrs.pop("init_n_modes_fitted")
+        rest = float(sum(v for f, v in zip(fits, shares) if f is not main))
+        attrs.update(init_n_modes=1, init_n_modes_found=search.n_modes,
+                     init_minor_modes=n_fitted - 1, init_minor_modes_share=rest,
+                     laplace_converged=main.converged, laplace_n_nonconcave=main.n_nonconcave,
+                     laplace_slope=main.slope, laplace_log_evidence=main.log_evidence())
         minor = f"{found}, {minor}; "
         fit = main
         t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)
@@ -341,42 +343,33 @@ def mode_fits(model_density, ends, log_densities, first_fit=None):
     return [f for f, m in zip(fits, masses) if m >= masses.max() - MODE_NEGLIGIBLE], ""
 
 
-def dominant_mode(fits):
-    """``(fit, note)``: the fit of the one mode whose Laplace mass exceeds every other's by
-    more than :data:`MODE_MINOR` nats, or ``(None, "")`` when there is no such mode (or no
-    fits: :func:`mode_fits` failed)."""
-    if not fits:
-        return None, ""
-    masses = np.array([f.log_evidence() for f in fits])
-    top = int(np.argmax(masses))
-    gaps = np.delete(masses[top] - masses, top)
-    if gaps.size and not np.all(gaps > MODE_MINOR):
-        return None, ""
-    others = (f"the others' Laplace masses {gaps.min():.1f} nats or more below" if gaps.size
-              else f"the others one of them refitted, or over {MODE_NEGLIGIBLE:.0f} nats below")
-    return fits[top], f"one holding all but a negligible share ({others}): one mode started"
-
-
 def mode_mixture(model_density, fits, why, prior, rng, attrs):
     """The mode-mixture start (:mod:`pymc_crais.core.mode_mixture`) for the modes a search
-    found: ``(q0, (density, draw), why)``, ``q0`` ``None`` when the prior stays. A Student-t
+    found: ``(q0, (density, draw), why, shares)``, ``q0`` ``None`` when the prior stays,
+    ``shares`` each mode's share of the mass measured by the pilot
+    (:func:`~pymc_crais.core.mode_mixture.component_shares`; ``None`` without fits). A Student-t
     at each of the fits of :func:`mode_fits` (``fits`` and ``why``, its result), weighted by
     :func:`~pymc_crais.core.mode_mixture.mode_weights`; kept
     if the weights of :data:`N_PILOT` draws of its defensive mixture with the prior
     (:data:`MODES_DEFENSIVE_WEIGHT`) have Pareto k̂ at most :data:`MODES_KHAT` (a mode the
     search missed shows there when the prior's draws reach it)."""
     if fits is None:
-        return None, None, f"{why}: the prior"
+        return None, None, f"{why}: the prior", None
     attrs["init_n_modes_fitted"] = len(fits)
     comps = tuple(StudentTInitial(f.mode, f.cov * SCALE**2, df=DF) for f in fits)
     q0 = StudentTMixture(comps, mode_weights([f.log_evidence() for f in fits]))
     start = defensive_start(model_density, q0, prior.draw, MODES_DEFENSIVE_WEIGHT)
-    k = start_khat(start, model_density, rng, N_PILOT)
+    density, draw = start
+    x = draw(rng, N_PILOT)
+    ev = density.evaluate(x, gradient=gradient_for_values(model_density))
+    k = khat(ev.delta)
     attrs["init_pareto_k_modes"] = k
+    shares = component_shares(q0, x, ev.log_q0, ev.delta, 1.0 - MODES_DEFENSIVE_WEIGHT)
     n = f"a Student-t at each of the {len(fits)} modes refitted in their own metrics"
     if k > MODES_KHAT:
-        return None, None, f"{n}: its pilot weights have k̂ {k:.2f} > {MODES_KHAT}: the prior"
-    return q0, start, f"{n}, mixed with the prior (pilot weights' k̂ {k:.2f})"
+        why = f"{n}: its pilot weights have k̂ {k:.2f} > {MODES_KHAT}: the prior"
+        return None, None, why, shares
+    return q0, start, f"{n}, mixed with the prior (pilot weights' k̂ {k:.2f})", shares
 
 
 def defensive_start(model_density, q0, prior_draw, weight):
