@@ -155,8 +155,9 @@ def component_shares(mixture, x, log_q, log_w, scale: float = 1.0) -> np.ndarray
 
 
 def dominant_mode(fits, shares=None):
-    """``(fit, note)``: the fit of the one mode that holds all but a negligible share of the
-    posterior, or ``(None, "")`` when there is no such mode.
+    """``(fit, share, note)``: the fit of the one mode that holds all but a negligible share of
+    the posterior, the others' measured share, and why; ``(None, nan, "")`` when there is no
+    such mode.
 
     Both tests must pass: every other fitted mode's Laplace mass is more than
     :data:`MODE_MINOR` nats below its own, and their measured shares (``shares``, one per fit,
@@ -165,13 +166,13 @@ def dominant_mode(fits, shares=None):
     many nats in high dimension, the pilot measures it. Fewer than two fits (the other modes
     merged when refitted, or left without a component) or no shares: ``None``."""
     if not fits or len(fits) < 2 or shares is None or len(shares) != len(fits):
-        return None, ""
+        return None, np.nan, ""
     masses = np.array([f.log_evidence() for f in fits])
     top = int(np.argmax(masses))
     gaps = np.delete(masses[top] - masses, top)
     rest = float(np.sum(np.delete(np.asarray(shares, dtype=np.float64), top)))
     if not (np.all(gaps > MODE_MINOR) and rest < MODE_MINOR_SHARE):  # (NaN: not negligible)
-        return None, ""
-    return fits[top], (f"one holding all but a negligible share (the others' Laplace masses "
+        return None, np.nan, ""
+    return fits[top], rest, (f"one holding all but a negligible share (the others' Laplace masses "
                        f"{gaps.min():.1f} nats or more below, their measured share {rest:.1e}): "
                        "one mode started")

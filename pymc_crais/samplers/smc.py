@@ -100,8 +100,8 @@ def sample_smc(
         ``threshold`` without ``n_steps`` (the CESS rule, or another threshold, only when
         ``target_mcse`` is given), with the geometric path, ``alpha=0``, no
         ``max_step``/``min_step``, no persistent sampling and where neither the conditional
-        nor the annealed start was tried (for CR-SMC too); its posterior refit check flags rather than
-        restarts; it also sizes the conditional start's copies); ``resample``
+        nor the annealed start was tried (for CR-SMC too); its posterior refit check flags
+        rather than restarts; it also sizes the conditional start's copies); ``resample``
         (``"always"`` default for ESS/CESS and fixed schedules, ``"ess"`` for CR-SMC) and ``resample_threshold`` (κ, default 0.5,
         0.9 for CR-SMC as the paper); ``resampler``; ``n_mcmc_steps`` (``"auto"`` default:
         until the 0.9-quantile of the coordinates' correlations with the stage's start is
@@ -132,8 +132,8 @@ def sample_smc(
         docs/algorithms.md, "Persistent sampling"); ``init``
         (default ``"auto"``, see :func:`pymc_crais.sample_ais`; where it falls back to the
         prior because the Laplace fit failed, with the ESS schedule (or CR-SMC without
-        ``n_steps`` and ``delta``), the geometric path and no persistent sampling, two SMC chains of ``draws/4`` particles (at most 10
-        transitions a stage) run from the prior first and, when they take at least 8
+        ``n_steps`` and ``delta``), the geometric path and no persistent sampling, two SMC
+        chains of ``draws/4`` particles (at most 10 transitions a stage) run from the prior first and, when they take at least 8
         stages, a Student-t fitted to them (correlations shrunk) mixed half
         and half with the prior is the start if its weights' k̂ is below 1:
         ``init_choice == "annealed"``, docs/algorithms.md, "The annealed start"),
@@ -256,11 +256,11 @@ def plan_smc(
     conditional = annealed = False
     geometric = path == "geometric" and not persistent and float(alpha) == 0.0
     plain = geometric and not is_cr  # the ESS rule's one-stage test is not CR-SMC's
-    cr_auto = is_cr and n_steps is None and is_auto(delta)  # CR-SMC sizing its own run
+    cr_auto = st.cr_sized
     # the starts below: the ESS rule's and CR-SMC's (pm.sample_smc(kernel=pmc.CRSMC) starts
     # where pmc.sample_smc() starts)
     if plain or (geometric and cr_auto):
-        if st.tries_conditional_start() or (cr_auto and st.conditional_start):
+        if st.tries_conditional_start():
             # latent-Gaussian structure: one importance stage from the conditional-Laplace start,
             # beside a Laplace fit only where its pilot predicts the target error
             target = st.target_mcse or DEFAULT_TARGET_MCSE

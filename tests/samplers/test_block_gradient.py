@@ -249,3 +249,30 @@ def test_same_bits_whatever_the_cores_with_the_grouped_function():
                     idata["posterior"]["f"].values))  # fmt: skip
     for a, b in zip(*out, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_mapper_fallback_keeps_a_constant_deterministic_one_row_a_particle(monkeypatch):
+    """Where the map cannot be vectorized, the per-particle loop stacks every output, a
+    constant deterministic too: it must not be broadcast a second time."""
+    from pymc_crais.samplers.engine import mapping
+    from pymc_crais.samplers.engine.compile import PerParticleFallbackWarning
+
+    compile_function = mapping.compile_function
+
+    def fail_batched(inputs, *args, **kwargs):  # the batched graph built, its compile fails
+        if inputs[0].name == "theta_batch":
+            raise NotImplementedError("no batched compile here")
+        return compile_function(inputs, *args, **kwargs)
+
+    model = _split_latent()
+    layout = parameter_layout(model)
+    draws = _points(model, 4)
+    want = posterior_mapper(model, layout)(draws)
+    monkeypatch.setattr(mapping, "compile_function", fail_batched)
+    with pytest.warns(PerParticleFallbackWarning, match="one at a time"):
+        mapper = mapping.PosteriorMapper(model, layout)
+    assert not mapper.vectorized
+    got = mapper(draws)
+    assert got["const"].shape == (4, 3, 2)
+    for name, val in want.items():
+        np.testing.assert_allclose(got[name], val, rtol=1e-12, atol=1e-12)

@@ -115,11 +115,12 @@ def test_dominant_mode_needs_a_laplace_gap_and_a_measured_share(masses, shares, 
             return self.m
 
     fits = [Fit(m) for m in masses]
-    main, note = dominant_mode(fits, shares)
+    main, rest, note = dominant_mode(fits, shares)
     if expected is None:
-        assert main is None and note == ""
+        assert main is None and note == "" and np.isnan(rest)
     else:
         assert main is fits[expected] and "negligible share" in note
+        assert rest == pytest.approx(sum(shares) - shares[expected])
 
 
 def test_component_shares_measure_each_modes_mass():

@@ -260,14 +260,13 @@ def choose_initial(
         fits, why = mode_fits(model_density, search.ends, search.end_log_densities, fit)
         q0, start, why, shares = mode_mixture(model_density, fits, why, prior, rng, attrs)
         # (shares measured by a pilot whose weights passed its k̂ test only)
-        main, minor = dominant_mode(fits, None if q0 is None else shares)
+        main, rest, minor = dominant_mode(fits, None if q0 is None else shares)
         if main is None:
             if q0 is None:
                 return done("prior", f"{found}; {why}")
             return done("modes", f"{found}; {why}", q0, start)
         # one mode holds all but a negligible share: the start of a unimodal posterior, at it
         n_fitted = attrs.pop("init_n_modes_fitted")
-        rest = float(sum(v for f, v in zip(fits, shares) if f is not main))
         attrs.update(init_n_modes=1, init_n_modes_found=search.n_modes,
                      init_minor_modes=n_fitted - 1, init_minor_modes_share=rest,
                      laplace_converged=main.converged, laplace_n_nonconcave=main.n_nonconcave,

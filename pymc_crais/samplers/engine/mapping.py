@@ -51,7 +51,6 @@ class PosteriorMapper:
         # called once a chain: no code generation (few_calls_compile_kwargs)
         ckw = few_calls_compile_kwargs(resolve_compile_kwargs(None, compile_kwargs))
         self.vectorized = True
-        self._batched = [True] * len(self.names)
         try:
             xb = pt.matrix("theta_batch", dtype="float64")
             bouts = vectorize_graph(outs, replace={theta: xb})
@@ -66,6 +65,7 @@ class PosteriorMapper:
                 stacklevel=user_stacklevel(),
             )
             self.vectorized = False
+            self._batched = [True] * len(self.names)  # the loop stacks every output per row
             self._fn = compile_function([theta], outs, ckw)
 
     def __call__(self, x: np.ndarray) -> dict[str, np.ndarray]:

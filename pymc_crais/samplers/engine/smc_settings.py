@@ -17,7 +17,7 @@ import numpy as np
 from ...core.anneal import AnnealOptions
 from ...core.kernels.moves import CORRELATION_THRESHOLD, MAX_CORRELATION, MAX_MCMC_STEPS
 from ...core.schedules.adaptive import ConstantRateSchedule
-from .options import check_int
+from .options import check_int, is_auto
 from .schedule_option import SMC_SCHEDULES, parse_schedule
 from .start_point import check_target_mcse
 
@@ -137,11 +137,17 @@ class SMCSettings:
             and self.n_steps is None
         )
 
+    @property
+    def cr_sized(self) -> bool:
+        """CR-SMC sizing its own run: ``schedule="constant_rate"`` without ``n_steps`` or
+        ``delta``."""
+        return bool(self.constant_rate and self.n_steps is None and is_auto(self.delta))
+
     def tries_conditional_start(self) -> bool:
         """Whether the run may take the conditional-Laplace start (on the geometric path
         without persistent sampling, which the caller checks): ``conditional_start`` and
-        :attr:`default_ess`."""
-        return bool(self.conditional_start and self.default_ess)
+        :attr:`default_ess` or :attr:`cr_sized`."""
+        return bool(self.conditional_start and (self.default_ess or self.cr_sized))
 
     def resolved_idle_mcmc_steps(self, persistent) -> int | None:
         """Transitions of a stage ``τ < 1`` that did not resample (``None``: as
