@@ -185,11 +185,12 @@ def maximize_in_lockstep(density: BatchedDensity, starts: np.ndarray, maxiter: i
     a round of the runs' iterations costs one batched call instead of one call a run (the
     search's hundreds of one-particle calls were most of a small model's set-up). Each run
     computes what it would alone, on rows of a bigger call; the results (SciPy's, in the
-    order of ``starts``) depend only on the starts. An error in one run is raised here."""
+    order of ``starts``) depend only on the starts. The runs take turns between calls
+    (``one_at_a_time``). An error in one run is raised here."""
     k = starts.shape[0]
     if k <= 1:
         return [maximize_log_density(density, x0, maxiter) for x0 in starts]
-    gate = BatchGate(density, range(k))
+    gate = BatchGate(density, range(k), one_at_a_time=True)
 
     def run(i: int):
         view = GatedDensity(density.dim, gate=gate, key=i)
