@@ -56,7 +56,7 @@ class BatchGate:
         self._results: dict = {}
         self._closed = False
         self._lock = threading.Lock()
-        # one condition a caller, on the one lock: a caller is woken alone (below)
+        # one condition a caller, on the one lock, so that a caller can be woken alone
         self._wake = {key: threading.Condition(self._lock) for key in self._active}
         self._asleep: set = set()
 
