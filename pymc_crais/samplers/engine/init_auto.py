@@ -238,8 +238,6 @@ def choose_initial(
     problems = fit_problems(fit)
     if problems:
         return done("prior", "; ".join(problems))
-    t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)
-    wide = StudentTInitial(fit.mode, fit.cov * (SCALE * WIDEN) ** 2, df=WIDE_DF)
     child = rng.spawn(1)[0]
     starts = np.concatenate(
         [prior.draw(rng, N_STARTS_STREAM), prior.draw(child, N_STARTS - N_STARTS_STREAM)]
@@ -273,11 +271,11 @@ def choose_initial(
                      laplace_slope=main.slope, laplace_log_evidence=main.log_evidence())
         minor = f"{found}, {minor}; "
         fit = main
-        t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)
-        wide = StudentTInitial(fit.mode, fit.cov * (SCALE * WIDEN) ** 2, df=WIDE_DF)
     elif search.max_gain > GAIN_TOL:
         return done("prior", f"a run from a prior draw ended {search.max_gain:.3g} nats "
                     "above the fitted mode (several modes)")  # fmt: skip
+    t = StudentTInitial(fit.mode, fit.cov * SCALE**2, df=DF)
+    wide = StudentTInitial(fit.mode, fit.cov * (SCALE * WIDEN) ** 2, df=WIDE_DF)
     k_t = pilot_khat(model_density, t, rng, N_PILOT)
     attrs["init_pareto_k"] = k_t
     if k_t <= KHAT_THRESHOLD:
@@ -358,9 +356,7 @@ def mode_mixture(model_density, fits, why, prior, rng, attrs):
     comps = tuple(StudentTInitial(f.mode, f.cov * SCALE**2, df=DF) for f in fits)
     q0 = StudentTMixture(comps, mode_weights([f.log_evidence() for f in fits]))
     start = defensive_start(model_density, q0, prior.draw, MODES_DEFENSIVE_WEIGHT)
-    density, draw = start
-    x = draw(rng, N_PILOT)
-    ev = density.evaluate(x, gradient=gradient_for_values(model_density))
+    x, ev = start_pilot(start, model_density, rng, N_PILOT)
     k = khat(ev.delta)
     attrs["init_pareto_k_modes"] = k
     shares = component_shares(q0, x, ev.log_q0, ev.delta, 1.0 - MODES_DEFENSIVE_WEIGHT)
@@ -378,8 +374,15 @@ def defensive_start(model_density, q0, prior_draw, weight):
     return density, DefensiveDraw(q0, prior_draw, weight)
 
 
+def start_pilot(start, model_density, rng, n):
+    """``n`` draws of a ``(density, draw)`` start and their evaluation (``delta``: the
+    importance log-weights against the posterior)."""
+    density, draw = start
+    x = draw(rng, n)
+    return x, density.evaluate(x, gradient=gradient_for_values(model_density))
+
+
 def start_khat(start, model_density, rng, n) -> float:
     """Pareto k̂ of the importance weights of ``n`` draws of a ``(density, draw)`` start
-    against the posterior."""
-    density, draw = start
-    return khat(density.evaluate(draw(rng, n), gradient=gradient_for_values(model_density)).delta)
+    against the posterior (:func:`start_pilot`)."""
+    return khat(start_pilot(start, model_density, rng, n)[1].delta)
